@@ -1,0 +1,41 @@
+# boxmaker's tasks. `just check` is the gate; CI runs exactly that (.ci/run).
+set shell := ["bash", "-euo", "pipefail", "-c"]
+export UV_LOCKED := "1"
+
+[private]
+default:
+    @just --list --unsorted
+
+# install every member and the dev tools into .venv
+[group("env")]
+sync:
+    uv sync --all-packages
+
+# format and autofix
+[group("dev")]
+fmt:
+    uv run ruff format .
+    uv run ruff check --fix .
+
+[group("gate")]
+lint:
+    uv run ruff format --check .
+    uv run ruff check .
+
+[group("gate")]
+typecheck:
+    uv run mypy
+
+# extra args go to pytest: `just test -k frame -x`
+[group("gate")]
+test *args:
+    uv run pytest -q {{ args }}
+
+# The gate. CI runs exactly this.
+[group("gate")]
+check: lint typecheck test
+
+# benchmarks (not in the gate): `just bench sockets`
+[group("bench")]
+bench *args:
+    uv run python -m bench {{ args }}

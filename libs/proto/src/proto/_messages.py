@@ -1,0 +1,323 @@
+"""Every message kind on every socket (ARCHITECTURE §3, spec §7).
+
+A message is a frozen, keyword-only `msgspec.Struct` in one tagged union whose tag field
+is `kind`; each tag is written out, so renaming a class never changes the wire. Frames
+ignore unknown fields, for compatibility across versions.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from ._ids import SessionId
+from ._label import Class, Label
+
+__all__ = [
+    "AllMessages",
+    "ApprovalDecide",
+    "ApprovalPending",
+    "Approvals",
+    "ApprovalsList",
+    "AuditVerified",
+    "AuditVerify",
+    "EditRecord",
+    "Error",
+    "GrantInfo",
+    "GrantProblem",
+    "Grants",
+    "GrantsList",
+    "MemoryBlock",
+    "MemoryBlockReply",
+    "MemoryHistory",
+    "MemoryHistoryReply",
+    "Message",
+    "Ok",
+    "PendingApproval",
+    "RecallQuery",
+    "Reindex",
+    "Reindexed",
+    "Say",
+    "SessionOpen",
+    "SessionOpened",
+    "SessionUpdated",
+    "ToolCall",
+    "ToolRequest",
+    "ToolResponse",
+    "TurnDone",
+    "TurnEvent",
+]
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+    """The base of every frame; `kind` carries the tag."""
+
+
+# -- payloads (untagged) -----------------------------------------------------------------
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call as the model made it; `arguments` is the model's raw JSON string."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class EditRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One applied memory edit: a line of `edits/YYYY-MM.jsonl`."""
+
+    time: str
+    session: str
+    call: str
+    approval: str | None
+    action: str
+    file: str
+    before: list[str]
+    after: list[str]
+    moved: list[str] = msgspec.field(default_factory=list)
+
+
+class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call waiting for the owner; `arguments` is the escaped text they decide on."""
+
+    id: str
+    session: str
+    tool: str
+    arguments: str
+    taint: Label
+    time: str
+
+
+class GrantInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A loaded grant, as `grants_list` shows it."""
+
+    name: str
+    tool: str
+    mode: Literal["auto", "ask", "deny"]
+    max_taint: Class
+    result_class: Class
+    untrusted: bool
+    grant_sha256: str
+    builtin: bool = False
+
+
+class GrantProblem(msgspec.Struct, frozen=True, kw_only=True):
+    """A grant file that could not be loaded, and why."""
+
+    file: str
+    message: str
+
+
+# -- any socket ------------------------------------------------------------------------
+
+
+class Error(Message, frozen=True, kw_only=True, tag="error"):
+    """A refusal or failure: a stable `code`, a sentence, and the runbook entry if any."""
+
+    code: str
+    message: str
+    runbook: str | None = None
+
+
+class Ok(Message, frozen=True, kw_only=True, tag="ok"):
+    """Done, with nothing to return."""
+
+
+# -- loop-memory -----------------------------------------------------------------------
+
+
+class MemoryBlock(Message, frozen=True, kw_only=True, tag="memory_block"):
+    """Ask memoryd for the memory block of a new session (spec §4)."""
+
+
+class MemoryBlockReply(Message, frozen=True, kw_only=True, tag="memory_block_reply"):
+    """The rendered memory block."""
+
+    text: str
+
+
+class SessionUpdated(Message, frozen=True, kw_only=True, tag="session_updated"):
+    """A session's log has new records (sent by loopd after each finished turn)."""
+
+    session: SessionId
+
+
+# -- broker-memory and loop-broker -----------------------------------------------------
+
+
+class ToolRequest(Message, frozen=True, kw_only=True, tag="tool_request"):
+    """Run one tool call; `taint` is the session's label so far.
+
+    `approval` is set by brokerd on a call the owner approved, and null otherwise.
+    """
+
+    session: SessionId
+    call: ToolCall
+    taint: Label = msgspec.field(default_factory=Label)
+    approval: str | None = None
+
+
+class ToolResponse(Message, frozen=True, kw_only=True, tag="tool_response"):
+    """A tool call's result and its label."""
+
+    call_id: str
+    status: Literal["ok", "error", "denied"]
+    content: str
+    label: Label = msgspec.field(default_factory=Label)
+
+
+class ApprovalPending(Message, frozen=True, kw_only=True, tag="approval_pending"):
+    """brokerd to loopd, before the `tool_response` of an `ask` call: the owner is asked."""
+
+    approval: PendingApproval
+
+
+# -- owner-memory ----------------------------------------------------------------------
+
+
+class Reindex(Message, frozen=True, kw_only=True, tag="reindex"):
+    """Rebuild the recall index from sessions/ and archive.md (spec §10)."""
+
+
+class Reindexed(Message, frozen=True, kw_only=True, tag="reindexed"):
+    """What a reindex read: session logs, records indexed, archive entries."""
+
+    logs: int
+    records: int
+    archive: int
+
+
+class RecallQuery(Message, frozen=True, kw_only=True, tag="recall_query"):
+    """The owner's own search; same engine as the recall tool."""
+
+    query: str
+    k: int = 5
+
+
+class MemoryHistory(Message, frozen=True, kw_only=True, tag="memory_history"):
+    """Ask for the edit journal, optionally of one file ("memory" or "user")."""
+
+    file: Literal["memory", "user"] | None = None
+
+
+class MemoryHistoryReply(Message, frozen=True, kw_only=True, tag="memory_history_reply"):
+    """The edit journal, oldest first."""
+
+    edits: list[EditRecord]
+
+
+# -- owner-broker ----------------------------------------------------------------------
+
+
+class ApprovalsList(Message, frozen=True, kw_only=True, tag="approvals_list"):
+    """List the pending approvals."""
+
+
+class Approvals(Message, frozen=True, kw_only=True, tag="approvals"):
+    """The pending approvals, oldest first."""
+
+    pending: list[PendingApproval]
+
+
+class ApprovalDecide(Message, frozen=True, kw_only=True, tag="approval_decide"):
+    """The owner's decision on one pending approval."""
+
+    id: str
+    approve: bool
+    reason: str | None = None
+
+
+class GrantsList(Message, frozen=True, kw_only=True, tag="grants_list"):
+    """List the loaded grants and the grant files that failed to load."""
+
+
+class Grants(Message, frozen=True, kw_only=True, tag="grants"):
+    """The loaded grants (built-in ones included) and the load problems."""
+
+    grants: list[GrantInfo]
+    problems: list[GrantProblem]
+
+
+class AuditVerify(Message, frozen=True, kw_only=True, tag="audit_verify"):
+    """Walk the audit log's hash chain."""
+
+
+class AuditVerified(Message, frozen=True, kw_only=True, tag="audit_verified"):
+    """How many records the chain holds, and the first broken one if any."""
+
+    records: int
+    ok: bool
+    broken_at: str | None = None
+
+
+# -- owner-loop ------------------------------------------------------------------------
+
+
+class SessionOpen(Message, frozen=True, kw_only=True, tag="session_open"):
+    """Open a session: a new one, or the one named by `session`."""
+
+    origin: str
+    session: SessionId | None = None
+
+
+class SessionOpened(Message, frozen=True, kw_only=True, tag="session_opened"):
+    """The session opened, and whether it was created now."""
+
+    session: SessionId
+    created: bool
+
+
+class Say(Message, frozen=True, kw_only=True, tag="say"):
+    """The owner's message: runs one turn."""
+
+    session: SessionId
+    text: str
+
+
+class TurnEvent(Message, frozen=True, kw_only=True, tag="turn_event"):
+    """Something that happened during a turn, as it happens."""
+
+    event: Literal["assistant_text", "tool_call", "tool_result", "approval_pending"]
+    text: str = ""
+    call: ToolCall | None = None
+    status: Literal["ok", "error", "denied"] | None = None
+    label: Label | None = None
+    approval: PendingApproval | None = None
+
+
+class TurnDone(Message, frozen=True, kw_only=True, tag="turn_done"):
+    """The turn finished; `text` is the assistant's final message."""
+
+    text: str
+
+
+AllMessages = (
+    Error
+    | Ok
+    | MemoryBlock
+    | MemoryBlockReply
+    | SessionUpdated
+    | ToolRequest
+    | ToolResponse
+    | ApprovalPending
+    | Reindex
+    | Reindexed
+    | RecallQuery
+    | MemoryHistory
+    | MemoryHistoryReply
+    | ApprovalsList
+    | Approvals
+    | ApprovalDecide
+    | GrantsList
+    | Grants
+    | AuditVerify
+    | AuditVerified
+    | SessionOpen
+    | SessionOpened
+    | Say
+    | TurnEvent
+    | TurnDone
+)
+"""Every kind; the codec decodes against this union and the socket checks the kind."""

@@ -1,0 +1,116 @@
+"""The skeleton every role runs in: signals, readiness, drain, logging, the home.
+
+```
+trio.run(main)
+└─ root nursery
+   ├─ watch_signals   started first: the 1st SIGTERM/SIGINT drains, the 2nd cancels
+   └─ work nursery    the role's sockets and background tasks, started by `start`
+```
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import trio
+
+__all__ = [
+    "DEFAULT_HOME",
+    "resolve_home",
+    "run_role",
+    "sd_notify",
+    "setup_logging",
+    "watch_signals",
+]
+
+log = logging.getLogger("proto.role")
+
+DEFAULT_HOME = Path("/var/lib/boxmaker")
+
+StartRole = Callable[[trio.Nursery, trio.Event], Awaitable[str]]
+"""Starts a role's servers and tasks in the nursery (each stopping once the event is
+set) and returns a one-line status for systemd."""
+
+
+def resolve_home(configured: str | None) -> Path:
+    """`[paths] home` if set, else `$BOXMAKER_HOME`, else /var/lib/boxmaker."""
+    if configured:
+        return Path(configured).expanduser()
+    env = os.environ.get("BOXMAKER_HOME")
+    return Path(env).expanduser() if env else DEFAULT_HOME
+
+
+def setup_logging(role: str, *, level: int = logging.INFO) -> None:
+    """Log to stderr (journald under systemd), one line per record; call once, in main()."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{role}: %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def sd_notify(*fields: str) -> bool:
+    """Send one datagram to systemd's `$NOTIFY_SOCKET`; False when not under systemd."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    if address[0] == "@":
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.connect(address)
+            sock.sendall("\n".join(fields).encode())
+    except OSError as exc:
+        log.warning("cannot notify systemd at %s: %s", address, exc)
+        return False
+    return True
+
+
+async def watch_signals(
+    shutdown: trio.Event,
+    force: trio.CancelScope,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Set `shutdown` on the first SIGTERM or SIGINT; cancel `force` on the second."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if not shutdown.is_set():
+                log.info("received %s; draining", name)
+                shutdown.set()
+            else:
+                log.warning("second %s; cancelling in-flight work", name)
+                force.cancel()
+
+
+async def run_role(
+    start: StartRole,
+    *,
+    grace_s: float = 5.0,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a role until a signal: start it, report READY=1, drain on shutdown.
+
+    `start` runs inside the work nursery; when it returns, the role is ready. The work
+    nursery gets `grace_s` (plus a second) after shutdown before it is cancelled.
+    """
+    shutdown = trio.Event()
+    async with trio.open_nursery() as root:
+        await root.start(watch_signals, shutdown, root.cancel_scope)
+        async with trio.open_nursery() as work:
+            status = await start(work, shutdown)
+            sd_notify("READY=1", f"STATUS={status}")
+            log.info("ready: %s", status)
+            task_status.started()
+            await shutdown.wait()
+            sd_notify("STOPPING=1")
+            work.cancel_scope.deadline = trio.current_time() + grace_s + 1.0
+        root.cancel_scope.cancel()

@@ -1,0 +1,122 @@
+"""The sockets, who serves them, and the kinds each one accepts (ARCHITECTURE §2-§3)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ._messages import (
+    ApprovalDecide,
+    ApprovalPending,
+    Approvals,
+    ApprovalsList,
+    AuditVerified,
+    AuditVerify,
+    Error,
+    Grants,
+    GrantsList,
+    MemoryBlock,
+    MemoryBlockReply,
+    MemoryHistory,
+    MemoryHistoryReply,
+    Message,
+    Ok,
+    RecallQuery,
+    Reindex,
+    Reindexed,
+    Say,
+    SessionOpen,
+    SessionOpened,
+    SessionUpdated,
+    ToolRequest,
+    ToolResponse,
+    TurnDone,
+    TurnEvent,
+)
+
+__all__ = [
+    "BROKER_MEMORY",
+    "LOOP_BROKER",
+    "LOOP_MEMORY",
+    "MAX_SOCKET_PATH_BYTES",
+    "OWNER_BROKER",
+    "OWNER_LOOP",
+    "OWNER_MEMORY",
+    "SOCKETS",
+    "Socket",
+]
+
+MAX_SOCKET_PATH_BYTES = 107
+"""AF_UNIX paths are at most 108 bytes with the terminating NUL."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Socket:
+    """One (peer, server) pair: where its socket lives and what may be said on it."""
+
+    name: str
+    server: str
+    peer: str
+    relative_path: str
+    requests: tuple[type[Message], ...]
+    replies: tuple[type[Message], ...]
+
+    def default_path(self, home: Path) -> Path:
+        """The socket's path under a home: `{home}/run/<peer>-<server>/<file>`."""
+        return home / self.relative_path
+
+    def accepts(self, message: Message) -> bool:
+        """Whether `message` is one of the kinds a peer may send on this socket."""
+        return isinstance(message, self.requests)
+
+
+LOOP_MEMORY = Socket(
+    "loop-memory",
+    "memoryd",
+    "loopd",
+    "run/loop-memory/memory.sock",
+    (MemoryBlock, SessionUpdated),
+    (MemoryBlockReply, Ok, Error),
+)
+BROKER_MEMORY = Socket(
+    "broker-memory",
+    "memoryd",
+    "brokerd",
+    "run/broker-memory/memory.sock",
+    (ToolRequest,),
+    (ToolResponse, Error),
+)
+OWNER_MEMORY = Socket(
+    "owner-memory",
+    "memoryd",
+    "bxctl",
+    "run/owner-memory/admin.sock",
+    (Reindex, RecallQuery, MemoryHistory),
+    (Reindexed, ToolResponse, MemoryHistoryReply, Error),
+)
+LOOP_BROKER = Socket(
+    "loop-broker",
+    "brokerd",
+    "loopd",
+    "run/loop-broker/broker.sock",
+    (ToolRequest,),
+    (ApprovalPending, ToolResponse, Error),
+)
+OWNER_BROKER = Socket(
+    "owner-broker",
+    "brokerd",
+    "bxctl",
+    "run/owner-broker/admin.sock",
+    (ApprovalsList, ApprovalDecide, GrantsList, AuditVerify),
+    (Approvals, Ok, Grants, AuditVerified, Error),
+)
+OWNER_LOOP = Socket(
+    "owner-loop",
+    "loopd",
+    "bxctl",
+    "run/owner-loop/chat.sock",
+    (SessionOpen, Say),
+    (SessionOpened, TurnEvent, TurnDone, Error),
+)
+
+SOCKETS = (LOOP_MEMORY, BROKER_MEMORY, OWNER_MEMORY, LOOP_BROKER, OWNER_BROKER, OWNER_LOOP)

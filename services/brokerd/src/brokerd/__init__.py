@@ -1,0 +1,1 @@
+"""brokerd: grants, decisions, owner approvals, the audit log and tool runtimes."""

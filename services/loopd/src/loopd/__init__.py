@@ -1,0 +1,1 @@
+"""loopd: sessions, the turn loop and the model connection."""

@@ -1,0 +1,260 @@
+"""Golden tests: the kinds on the wire and the sockets that carry them.
+
+The literal sets below are written out from ARCHITECTURE §2-§3 and spec §7 (plus our own
+`approval_pending` reply on loop-broker). A change here is a change of the protocol.
+"""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from proto import (
+    SOCKETS,
+    ApprovalDecide,
+    ApprovalsList,
+    AuditVerify,
+    Class,
+    GrantsList,
+    Label,
+    MemoryBlock,
+    MemoryHistory,
+    Message,
+    PendingApproval,
+    RecallQuery,
+    Reindex,
+    Say,
+    SessionOpen,
+    SessionUpdated,
+    Socket,
+    ToolCall,
+    ToolRequest,
+)
+from proto._messages import AllMessages
+
+KINDS: tuple[type[Message], ...] = typing.get_args(AllMessages)
+
+
+def tag_of(cls: type[Message]) -> str:
+    tag = cls.__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+# socket name -> (server, peer, path under home, request kinds, reply kinds)
+GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
+    "loop-memory": (
+        "memoryd",
+        "loopd",
+        "run/loop-memory/memory.sock",
+        {"memory_block", "session_updated"},
+        {"memory_block_reply", "ok", "error"},
+    ),
+    "broker-memory": (
+        "memoryd",
+        "brokerd",
+        "run/broker-memory/memory.sock",
+        {"tool_request"},
+        {"tool_response", "error"},
+    ),
+    "owner-memory": (
+        "memoryd",
+        "bxctl",
+        "run/owner-memory/admin.sock",
+        {"reindex", "recall_query", "memory_history"},
+        {"reindexed", "tool_response", "memory_history_reply", "error"},
+    ),
+    "loop-broker": (
+        "brokerd",
+        "loopd",
+        "run/loop-broker/broker.sock",
+        {"tool_request"},
+        {"approval_pending", "tool_response", "error"},  # approval_pending: ours, not §3
+    ),
+    "owner-broker": (
+        "brokerd",
+        "bxctl",
+        "run/owner-broker/admin.sock",
+        {"approvals_list", "approval_decide", "grants_list", "audit_verify"},
+        {"approvals", "ok", "grants", "audit_verified", "error"},
+    ),
+    "owner-loop": (
+        "loopd",
+        "bxctl",
+        "run/owner-loop/chat.sock",
+        {"session_open", "say"},
+        {"session_opened", "turn_event", "turn_done", "error"},
+    ),
+}
+
+ALL_TAGS = {
+    "error",
+    "ok",
+    "memory_block",
+    "memory_block_reply",
+    "session_updated",
+    "tool_request",
+    "tool_response",
+    "approval_pending",
+    "reindex",
+    "reindexed",
+    "recall_query",
+    "memory_history",
+    "memory_history_reply",
+    "approvals_list",
+    "approvals",
+    "approval_decide",
+    "grants_list",
+    "grants",
+    "audit_verify",
+    "audit_verified",
+    "session_open",
+    "session_opened",
+    "say",
+    "turn_event",
+    "turn_done",
+}
+
+# The wire fields of every kind besides `kind` (ARCHITECTURE §3, spec §7).
+WIRE_FIELDS: dict[str, set[str]] = {
+    "error": {"code", "message", "runbook"},
+    "ok": set(),
+    "memory_block": set(),
+    "memory_block_reply": {"text"},
+    "session_updated": {"session"},
+    "tool_request": {"session", "call", "taint", "approval"},
+    "tool_response": {"call_id", "status", "content", "label"},
+    "approval_pending": {"approval"},
+    "reindex": set(),
+    "reindexed": {"logs", "records", "archive"},
+    "recall_query": {"query", "k"},
+    "memory_history": {"file"},
+    "memory_history_reply": {"edits"},
+    "approvals_list": set(),
+    "approvals": {"pending"},
+    "approval_decide": {"id", "approve", "reason"},
+    "grants_list": set(),
+    "grants": {"grants", "problems"},
+    "audit_verify": set(),
+    "audit_verified": {"records", "ok", "broken_at"},
+    "session_open": {"origin", "session"},
+    "session_opened": {"session", "created"},
+    "say": {"session", "text"},
+    "turn_event": {"event", "text", "call", "status", "label", "approval"},
+    "turn_done": {"text"},
+}
+
+SOCKETS_BY_NAME = {socket.name: socket for socket in SOCKETS}
+
+
+def wire_names(cls: type[msgspec.Struct]) -> set[str]:
+    return {field.encode_name for field in msgspec.structs.fields(cls)}
+
+
+def test_the_sockets_are_the_six_of_architecture() -> None:
+    assert [socket.name for socket in SOCKETS] == list(GOLDEN)
+
+
+@pytest.mark.parametrize("name", list(GOLDEN))
+def test_socket_matches_the_golden_table(name: str) -> None:
+    socket = SOCKETS_BY_NAME[name]
+    server, peer, path, requests, replies = GOLDEN[name]
+    assert (socket.server, socket.peer, socket.relative_path) == (server, peer, path)
+    assert {tag_of(cls) for cls in socket.requests} == requests
+    assert {tag_of(cls) for cls in socket.replies} == replies
+    assert len(socket.requests) == len(requests)
+    assert len(socket.replies) == len(replies)
+
+
+@pytest.mark.parametrize("socket", SOCKETS, ids=lambda socket: socket.name)
+def test_default_path_is_under_home_run(socket: Socket) -> None:
+    path = socket.default_path(Path("/home/bx"))
+    assert path == Path("/home/bx") / GOLDEN[socket.name][2]
+    assert path.parent.name == socket.name
+
+
+def test_every_tag_is_written_out_and_unique() -> None:
+    tags = [tag_of(cls) for cls in KINDS]
+    assert len(tags) == len(set(tags))
+    assert set(tags) == ALL_TAGS
+    for cls in KINDS:
+        assert tag_of(cls) != cls.__name__
+        assert cls.__struct_config__.tag_field == "kind"
+
+
+def test_every_kind_is_carried_by_some_socket() -> None:
+    carried = {cls for socket in SOCKETS for cls in (*socket.requests, *socket.replies)}
+    assert carried == set(KINDS)
+
+
+def test_error_is_a_reply_on_every_socket_and_never_a_request() -> None:
+    for socket in SOCKETS:
+        assert "error" in {tag_of(cls) for cls in socket.replies}
+        assert "error" not in {tag_of(cls) for cls in socket.requests}
+
+
+@pytest.mark.parametrize("cls", KINDS, ids=tag_of)
+def test_wire_fields_of_every_kind(cls: type[Message]) -> None:
+    assert wire_names(cls) == WIRE_FIELDS[tag_of(cls)]
+
+
+def test_payload_fields() -> None:
+    assert wire_names(ToolCall) == {"id", "name", "arguments"}
+    assert wire_names(PendingApproval) == {"id", "session", "tool", "arguments", "taint", "time"}
+    assert wire_names(Label) == {"class", "untrusted"}
+    assert ToolCall.__struct_config__.tag is None
+    assert Label.__struct_config__.tag is None
+
+
+def test_label_wire_form() -> None:
+    assert msgspec.json.encode(Label()) == b'{"class":"private","untrusted":false}'
+    assert (
+        msgspec.json.encode(Label(class_=Class.secret, untrusted=True))
+        == b'{"class":"secret","untrusted":true}'
+    )
+    assert msgspec.json.decode(b'{"class":"public","untrusted":true}', type=Label) == Label(
+        class_=Class.public, untrusted=True
+    )
+
+
+def test_tool_request_wire_form() -> None:
+    request = ToolRequest(
+        session="chat-abcdefgh", call=ToolCall(id="c1", name="recall", arguments='{"query":"x"}')
+    )
+    assert msgspec.json.decode(msgspec.json.encode(request)) == {
+        "kind": "tool_request",
+        "session": "chat-abcdefgh",
+        "call": {"id": "c1", "name": "recall", "arguments": '{"query":"x"}'},
+        "taint": {"class": "private", "untrusted": False},
+        "approval": None,
+    }
+
+
+REQUEST_EXAMPLES: list[Message] = [
+    MemoryBlock(),
+    SessionUpdated(session="chat-abcdefgh"),
+    ToolRequest(session="chat-abcdefgh", call=ToolCall(id="1", name="recall", arguments="{}")),
+    Reindex(),
+    RecallQuery(query="launch"),
+    MemoryHistory(),
+    ApprovalsList(),
+    ApprovalDecide(id="a1", approve=True),
+    GrantsList(),
+    AuditVerify(),
+    SessionOpen(origin="cli"),
+    Say(session="chat-abcdefgh", text="hi"),
+]
+
+
+def test_request_examples_cover_every_request_kind() -> None:
+    every_request = set().union(*(GOLDEN[name][3] for name in GOLDEN))
+    assert {tag_of(type(message)) for message in REQUEST_EXAMPLES} == every_request
+
+
+@pytest.mark.parametrize("socket", SOCKETS, ids=lambda socket: socket.name)
+def test_a_socket_accepts_exactly_its_request_kinds(socket: Socket) -> None:
+    accepted = {tag_of(type(m)) for m in REQUEST_EXAMPLES if socket.accepts(m)}
+    assert accepted == GOLDEN[socket.name][3]
