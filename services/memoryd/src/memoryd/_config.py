@@ -1,0 +1,122 @@
+"""memoryd's configuration: `memoryd.toml` decoded into frozen Structs (spec §11).
+
+Unknown keys are errors naming the key, so a typo fails at start rather than being
+ignored. Defaults live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import msgspec
+
+import proto
+from proto import Class
+
+__all__ = ["ConfigError", "MemorydConfig", "Settings", "load_settings"]
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class PathsSection(_Section, frozen=True, kw_only=True):
+    """`[paths]`: where the home is (default `$BOXMAKER_HOME`, then /var/lib/boxmaker)."""
+
+    home: str | None = None
+
+
+class MemorySection(_Section, frozen=True, kw_only=True):
+    """`[memory]`: the starter soul.md, relative to the config file's directory."""
+
+    soul_starter: str = "soul.md"
+
+
+class IndexSection(_Section, frozen=True, kw_only=True):
+    """`[index]`: records above `max_class` are not indexed."""
+
+    max_class: Class = Class.private
+
+
+class SocketsSection(_Section, frozen=True, kw_only=True):
+    """`[sockets]`: socket paths; defaults under `{home}/run/` (spec §7)."""
+
+    loop: str | None = None
+    broker: str | None = None
+    admin: str | None = None
+    read_timeout_s: float = 10.0
+
+
+class MemorydConfig(_Section, frozen=True, kw_only=True):
+    """The whole of memoryd.toml."""
+
+    paths: PathsSection = msgspec.field(default_factory=PathsSection)
+    memory: MemorySection = msgspec.field(default_factory=MemorySection)
+    index: IndexSection = msgspec.field(default_factory=IndexSection)
+    sockets: SocketsSection = msgspec.field(default_factory=SocketsSection)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The configuration resolved into absolute paths."""
+
+    home: Path
+    soul_starter: Path
+    max_class: Class
+    loop_socket: Path
+    broker_socket: Path
+    admin_socket: Path
+    read_timeout_s: float
+
+    @property
+    def memory_dir(self) -> Path:
+        """`{home}/memory`."""
+        return self.home / "memory"
+
+    @property
+    def index_dir(self) -> Path:
+        """`{home}/index`."""
+        return self.home / "index"
+
+    @property
+    def sessions_dir(self) -> Path:
+        """`{home}/sessions`, loopd's; memoryd only reads it."""
+        return self.home / "sessions"
+
+
+class ConfigError(Exception):
+    """The configuration file is missing, unreadable or invalid."""
+
+
+def load_settings(config_path: Path) -> Settings:
+    """Read and resolve memoryd.toml, or raise `ConfigError` naming the problem."""
+    try:
+        raw = config_path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {config_path}: {exc.strerror}") from exc
+    try:
+        config = msgspec.toml.decode(raw, type=MemorydConfig)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ConfigError(f"config {config_path}: {exc}") from exc
+    return resolve(config, config_dir=config_path.resolve().parent)
+
+
+def resolve(config: MemorydConfig, *, config_dir: Path) -> Settings:
+    """Turn a decoded config into absolute paths (relative ones are next to the config)."""
+    home = proto.resolve_home(config.paths.home)
+    if not home.is_absolute():
+        home = (config_dir / home).resolve()
+
+    def socket(configured: str | None, spec: proto.Socket) -> Path:
+        return Path(configured).expanduser() if configured else spec.default_path(home)
+
+    return Settings(
+        home=home,
+        soul_starter=config_dir / Path(config.memory.soul_starter).expanduser(),
+        max_class=config.index.max_class,
+        loop_socket=socket(config.sockets.loop, proto.LOOP_MEMORY),
+        broker_socket=socket(config.sockets.broker, proto.BROKER_MEMORY),
+        admin_socket=socket(config.sockets.admin, proto.OWNER_MEMORY),
+        read_timeout_s=config.sockets.read_timeout_s,
+    )

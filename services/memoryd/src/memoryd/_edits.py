@@ -1,0 +1,148 @@
+"""Applying an approved memory edit: one writer, nothing half-done (spec §3, §5).
+
+The order of writes is chosen so that a crash at any point loses nothing:
+moved entries are appended to archive.md first, then memory.md (or user.md) is
+replaced atomically, then the journal line is appended. A crash between the first two
+leaves a moved entry in both files (found twice, never lost); a crash before the
+journal line leaves an applied edit without its line (the journal never claims an
+edit that did not happen). A failed write undoes the archive append.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Literal
+
+import msgspec
+import trio
+
+import entries
+import proto
+from proto import EditRecord, MemoryArgs, ToolRequest, ToolResponse
+
+from ._files import MemoryDir, MemoryUnavailable, utc_now
+
+__all__ = ["EditApplier", "read_history"]
+
+log = logging.getLogger("memoryd.edits")
+
+_ACTIONS = {
+    proto.MemoryAdd: "add",
+    proto.MemoryReplace: "replace",
+    proto.MemoryRemove: "remove",
+    proto.MemoryConsolidate: "consolidate",
+}
+_encoder = msgspec.json.Encoder()
+_record_decoder = msgspec.json.Decoder(EditRecord)
+
+
+def _response(request: ToolRequest, status: Literal["ok", "error"], content: str) -> ToolResponse:
+    return ToolResponse(call_id=request.call.id, status=status, content=content)
+
+
+class EditApplier:
+    """Applies `memory` tool calls one at a time, re-reading the file each time."""
+
+    def __init__(self, memory: MemoryDir) -> None:
+        self._memory = memory
+        self._lock = trio.Lock()
+
+    async def apply(self, request: ToolRequest) -> ToolResponse:
+        """Apply one approved `memory` call; the reply's content is the sentence for the model."""
+        try:
+            args = proto.parse_memory_args(request.call.arguments)
+        except proto.ToolArgsError as exc:
+            return _response(request, "error", f"{exc}; nothing was changed")
+        if request.approval is None:
+            return _response(
+                request,
+                "error",
+                "memory edits need the owner's approval, and this request carries none; "
+                "nothing was changed",
+            )
+        async with self._lock:
+            # Not cancellable once started: a half-applied edit is worse than a late reply.
+            return await trio.to_thread.run_sync(self.apply_now, request, args)
+
+    def apply_now(self, request: ToolRequest, args: MemoryArgs) -> ToolResponse:
+        """Apply one parsed edit, blocking; the caller holds the one-writer lock."""
+        now = utc_now()
+        name = entries.file_name(args.file)
+        try:
+            current = self._memory.read_entries(args.file)
+        except MemoryUnavailable as exc:
+            return _response(request, "error", f"{exc}; nothing was changed")
+        try:
+            outcome = entries.apply_edit(current, args)
+        except entries.EditRefused as exc:
+            return _response(request, "error", str(exc))
+
+        archive = self._memory.path("archive.md")
+        records = "".join(
+            entries.archive_record(entry, name=name, session=request.session, moved_at=now)
+            for entry in outcome.moved
+        )
+        size_before = archive.stat().st_size if records else 0
+        try:
+            self._memory.append_archive(records)
+            self._memory.write_entries(args.file, outcome.entries)
+        except OSError as exc:
+            if records:
+                _truncate_quietly(archive, size_before)
+            log.error("edit of %s by call %s failed: %s", name, request.call.id, exc)
+            reason = exc.strerror or str(exc)
+            return _response(
+                request, "error", f"{name} could not be written ({reason}); nothing was changed"
+            )
+
+        record = EditRecord(
+            time=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            session=request.session,
+            call=request.call.id,
+            approval=request.approval,
+            action=_ACTIONS[type(args)],
+            file=name,
+            before=list(current),
+            after=list(outcome.entries),
+            moved=list(outcome.moved),
+        )
+        try:
+            self._memory.append_journal(_encoder.encode(record).decode(), now)
+        except OSError as exc:
+            # The edit is applied and stays applied; only its history line is missing.
+            log.error(
+                "applied edit of %s (call %s) has no journal line: %s", name, request.call.id, exc
+            )
+        size, limit = entries.chars(outcome.entries), entries.limit_for(args.file)
+        log.info("applied %s to %s (%d of %d characters)", record.action, name, size, limit)
+        return _response(request, "ok", entries.updated(name, size, limit))
+
+
+def _truncate_quietly(path: os.PathLike[str], size: int) -> None:
+    try:
+        os.truncate(path, size)
+    except OSError as exc:
+        log.error("could not undo the archive append to %s: %s", path, exc)
+
+
+def read_history(memory: MemoryDir, file: proto.MemoryFile | None) -> list[EditRecord]:
+    """Every journal record, oldest first, optionally of one file ("memory" or "user")."""
+    wanted = None if file is None else entries.file_name(file)
+    records: list[EditRecord] = []
+    if not memory.edits.is_dir():
+        return records
+    for path in sorted(memory.edits.glob("*.jsonl")):
+        data = path.read_bytes()
+        lines = data.split(b"\n")
+        if lines and lines[-1]:
+            log.warning("%s ends in a torn line; skipped it", path)
+        for number, line in enumerate(lines[:-1], start=1):
+            try:
+                record = _record_decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                log.warning("%s line %d is not a journal record (%s); skipped", path, number, exc)
+                continue
+            if wanted is None or record.file == wanted:
+                records.append(record)
+    return records

@@ -1,0 +1,23 @@
+"""Fixtures for memoryd: a home with a config, and the role started in-process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memoryd import Settings
+from memoryd._config import MemorydConfig, resolve
+
+STARTER = "You are a test persona.\n"
+
+
+@pytest.fixture
+def settings(short_dir: Path) -> Settings:
+    """Settings for a fresh home under a short temporary directory."""
+    (short_dir / "soul.md").write_text(STARTER)
+    config = MemorydConfig()
+    return resolve(
+        config.__class__(paths=config.paths.__class__(home=str(short_dir / "home"))),
+        config_dir=short_dir,
+    )

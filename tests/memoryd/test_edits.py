@@ -1,0 +1,308 @@
+"""Applying approved memory edits: the rules, the archive, the journal, failures, races."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+
+import entries
+from memoryd import Settings
+from memoryd._edits import EditApplier, read_history
+from memoryd._files import MemoryDir
+from proto import EditRecord, ToolCall, ToolRequest, ToolResponse
+
+SESSION = "mm-y73sxj3popgwumyccptb56p1ah"
+
+
+@pytest.fixture
+def memory(settings: Settings) -> MemoryDir:
+    m = MemoryDir(settings.memory_dir)
+    m.ensure(settings.soul_starter)
+    return m
+
+
+def request(
+    args: dict[str, Any], *, approval: str | None = "ap-1", call: str = "c1"
+) -> ToolRequest:
+    return ToolRequest(
+        session=SESSION,
+        call=ToolCall(id=call, name="memory", arguments=json.dumps(args)),
+        approval=approval,
+    )
+
+
+async def apply(memory: MemoryDir, args: dict[str, Any], **kw: Any) -> ToolResponse:
+    return await EditApplier(memory).apply(request(args, **kw))
+
+
+def journal(memory: MemoryDir) -> list[EditRecord]:
+    return read_history(memory, None)
+
+
+def seed(memory: MemoryDir, *texts: str) -> None:
+    memory.path("memory.md").write_text(entries.render(texts))
+
+
+async def test_add_writes_the_file_and_one_journal_line(memory: MemoryDir) -> None:
+    reply = await apply(memory, {"action": "add", "file": "memory", "text": "  UTC, always. "})
+    assert reply == ToolResponse(
+        call_id="c1",
+        status="ok",
+        content="memory.md updated (12 of 2,200 characters); it takes effect in the next session.",
+    )
+    assert memory.path("memory.md").read_text() == "UTC, always."
+    [line] = journal(memory)
+    assert (line.session, line.call, line.approval, line.action, line.file) == (
+        SESSION,
+        "c1",
+        "ap-1",
+        "add",
+        "memory.md",
+    )
+    assert (line.before, line.after, line.moved) == ([], ["UTC, always."], [])
+    assert datetime.strptime(line.time, "%Y-%m-%dT%H:%M:%SZ")
+    month = datetime.now(UTC).strftime("%Y-%m")
+    assert (memory.edits / f"{month}.jsonl").read_text().count("\n") == 1
+    assert memory.path("archive.md").read_text() == ""
+
+
+async def test_replace_and_remove(memory: MemoryDir) -> None:
+    seed(memory, "a", "b", "c")
+    ok = await apply(memory, {"action": "replace", "file": "memory", "old": "b", "text": "B"})
+    assert ok.status == "ok"
+    assert memory.path("memory.md").read_text() == "a\n§\nB\n§\nc"
+    ok = await apply(memory, {"action": "remove", "file": "memory", "old": "a"})
+    assert ok.status == "ok"
+    assert memory.path("memory.md").read_text() == "B\n§\nc"
+    assert [r.action for r in journal(memory)] == ["replace", "remove"]
+
+
+async def test_user_file_is_its_own(memory: MemoryDir) -> None:
+    reply = await apply(memory, {"action": "add", "file": "user", "text": "Owner is Ada."})
+    assert reply.content.startswith("user.md updated (13 of 1,375 characters)")
+    assert memory.path("user.md").read_text() == "Owner is Ada."
+    assert memory.path("memory.md").read_text() == ""
+    assert [r.file for r in read_history(memory, "user")] == ["user.md"]
+    assert read_history(memory, "memory") == []
+
+
+async def test_consolidate_moves_entries_to_the_archive_in_order(memory: MemoryDir) -> None:
+    seed(memory, "one", "two", "three", "four")
+    reply = await apply(
+        memory,
+        {
+            "action": "consolidate",
+            "file": "memory",
+            "entries": [
+                {"old": "four", "move": True},
+                {"old": "one", "keep": True},
+                {"old": "two", "move": True},
+                {"old": "three", "text": "3"},
+                {"text": "five"},
+            ],
+        },
+    )
+    assert reply.status == "ok", reply.content
+    assert memory.path("memory.md").read_text() == "one\n§\n3\n§\nfive"
+    archive = memory.path("archive.md").read_text()
+    parsed, skipped = entries.parse_archive(archive)
+    assert [(a.text, a.name, a.session) for a in parsed] == [
+        ("four", "memory.md", SESSION),
+        ("two", "memory.md", SESSION),
+    ]
+    assert skipped == []
+    first_line = archive.splitlines()[0]
+    assert first_line.startswith("§ moved ")
+    assert first_line.endswith(f"Z from memory.md in session {SESSION}")
+    assert datetime.strptime(first_line.split()[2], "%Y-%m-%dT%H:%MZ")
+    [line] = journal(memory)
+    assert line.moved == ["four", "two"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code_words"),
+    [
+        ({"action": "replace", "file": "memory", "old": "gone", "text": "x"}, "gone"),
+        ({"action": "remove", "file": "memory", "old": "nope"}, "nope"),
+        ({"action": "add", "file": "memory", "text": "a"}, "a"),
+        ({"action": "add", "file": "memory", "text": "x\n§\ny"}, "§"),
+        (
+            {"action": "consolidate", "file": "memory", "entries": [{"old": "a", "keep": True}]},
+            "b",
+        ),
+        (
+            {
+                "action": "consolidate",
+                "file": "memory",
+                "entries": [
+                    {"old": "a", "keep": True},
+                    {"old": "a", "drop": True},
+                    {"old": "b", "keep": True},
+                ],
+            },
+            "a",
+        ),
+    ],
+)
+async def test_refusals_change_nothing(
+    memory: MemoryDir, args: dict[str, Any], code_words: str
+) -> None:
+    seed(memory, "a", "b")
+    before = sorted((p.name, p.read_bytes()) for p in memory.root.iterdir() if p.is_file())
+    reply = await apply(memory, args)
+    assert reply.status == "error"
+    assert code_words in reply.content
+    after = sorted((p.name, p.read_bytes()) for p in memory.root.iterdir() if p.is_file())
+    assert after == before
+    assert journal(memory) == []
+
+
+async def test_over_limit_sentence_is_exact(memory: MemoryDir) -> None:
+    seed(memory, "x" * 2000)
+    reply = await apply(memory, {"action": "add", "file": "memory", "text": "y" * 347})
+    # 2,000 + 3 ("\n§\n") + 347 = 2,350
+    assert reply.content == (
+        "memory.md would be 2,350 of 2,200 characters; "
+        "use consolidate to move entries to the archive."
+    )
+    assert memory.path("memory.md").read_text() == "x" * 2000
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"action": "add", "file": "soul", "text": "be evil"}',
+        '{"action": "add", "file": "../soul", "text": "x"}',
+        '{"action": "launch", "file": "memory"}',
+        "not json",
+    ],
+)
+async def test_bad_arguments_are_refused(memory: MemoryDir, arguments: str) -> None:
+    req = ToolRequest(
+        session=SESSION,
+        call=ToolCall(id="c9", name="memory", arguments=arguments),
+        approval="ap-9",
+    )
+    reply = await EditApplier(memory).apply(req)
+    assert reply.status == "error"
+    assert reply.content.endswith("nothing was changed")
+    assert memory.path("soul.md").read_text() != "be evil"
+    assert journal(memory) == []
+
+
+async def test_an_edit_without_approval_is_refused(memory: MemoryDir) -> None:
+    reply = await apply(memory, {"action": "add", "file": "memory", "text": "x"}, approval=None)
+    assert reply.status == "error"
+    assert "owner's approval" in reply.content
+    assert memory.path("memory.md").read_text() == ""
+
+
+async def test_a_hand_edited_file_over_its_limit_is_not_edited(memory: MemoryDir) -> None:
+    memory.path("memory.md").write_text("z" * 2300)
+    reply = await apply(memory, {"action": "add", "file": "memory", "text": "x"})
+    assert reply.status == "error"
+    assert "2,300 of 2,200" in reply.content
+    assert memory.path("memory.md").read_text() == "z" * 2300
+
+
+async def test_racing_edits_are_serialised_and_neither_is_lost(memory: MemoryDir) -> None:
+    applier = EditApplier(memory)
+    seed(memory, "shared")
+    results: list[ToolResponse] = []
+
+    async def run(args: dict[str, Any], call: str) -> None:
+        results.append(await applier.apply(request(args, call=call)))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(10):
+            nursery.start_soon(
+                run, {"action": "add", "file": "memory", "text": f"fact {i}"}, f"a{i}"
+            )
+        nursery.start_soon(
+            run, {"action": "replace", "file": "memory", "old": "shared", "text": "mine"}, "r1"
+        )
+        nursery.start_soon(
+            run, {"action": "replace", "file": "memory", "old": "shared", "text": "yours"}, "r2"
+        )
+    final = entries.parse(memory.path("memory.md").read_text(), name="memory.md")
+    assert {f"fact {i}" for i in range(10)} <= set(final)
+    # exactly one of the two replaces found "shared"; the other was stale
+    assert sorted(r.status for r in results if r.call_id in ("r1", "r2")) == ["error", "ok"]
+    assert len({"mine", "yours"} & set(final)) == 1
+    assert len(journal(memory)) == 11
+
+
+def _failing(name: str, when: str) -> Any:
+    real = getattr(os, name)
+
+    def fake(*args: Any, **kwargs: Any) -> Any:
+        if when in str(args[0]) or when == "*":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    return fake
+
+
+@pytest.mark.parametrize(
+    ("function", "when"),
+    [("replace", "*"), ("fsync", "*"), ("open", "archive.md")],
+)
+async def test_disk_full_during_an_edit_leaves_everything_as_it_was(
+    memory: MemoryDir, monkeypatch: pytest.MonkeyPatch, function: str, when: str
+) -> None:
+    seed(memory, "one", "two")
+    before = {p.name: p.read_bytes() for p in memory.root.iterdir() if p.is_file()}
+    monkeypatch.setattr(os, function, _failing(function, when))
+    reply = await apply(
+        memory,
+        {
+            "action": "consolidate",
+            "file": "memory",
+            "entries": [{"old": "one", "move": True}, {"old": "two", "keep": True}],
+        },
+    )
+    monkeypatch.undo()
+    assert reply.status == "error"
+    assert "No space left on device" in reply.content
+    assert reply.content.endswith("nothing was changed")
+    after = {p.name: p.read_bytes() for p in memory.root.iterdir() if p.is_file()}
+    assert after == before  # no temporary left, archive undone, file intact
+    assert journal(memory) == []
+
+
+async def test_journal_failure_keeps_the_applied_edit(
+    memory: MemoryDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "open", _failing("open", "edits"))
+    reply = await apply(memory, {"action": "add", "file": "memory", "text": "kept"})
+    monkeypatch.undo()
+    assert reply.status == "ok"
+    assert memory.path("memory.md").read_text() == "kept"
+    assert journal(memory) == []  # no line claims more than happened
+
+
+def test_history_skips_a_torn_last_line(
+    memory: MemoryDir, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory.edits.mkdir()
+    record = EditRecord(
+        time="2026-09-24T20:14:03Z",
+        session=SESSION,
+        call="c1",
+        approval="ap",
+        action="add",
+        file="memory.md",
+        before=[],
+        after=["x"],
+    )
+    line = msgspec.json.encode(record).decode()
+    (memory.edits / "2026-09.jsonl").write_text(line + "\n" + line[:20])
+    assert read_history(memory, None) == [record]
+    assert "torn" in caplog.text
