@@ -39,6 +39,8 @@ class AssistantRecord(_Record, frozen=True, kw_only=True, tag="assistant"):
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    tokens: int | None = None
+    """The server's count of the conversation up to and including this message, if given."""
 
 
 class ToolResultRecord(_Record, frozen=True, kw_only=True, tag="tool_result"):

@@ -1,0 +1,131 @@
+"""loopd's configuration: `loopd.toml` decoded into frozen Structs; unknown keys fail."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import msgspec
+
+import proto
+
+__all__ = ["ConfigError", "LoopdConfig", "ModelSettings", "Settings", "load_settings", "resolve"]
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class PathsSection(_Section, frozen=True, kw_only=True):
+    """`[paths]`: the home (default `$BOXMAKER_HOME`, then /var/lib/boxmaker)."""
+
+    home: str | None = None
+
+
+class ModelSection(_Section, frozen=True, kw_only=True):
+    """`[model]`: an OpenAI-compatible chat completions server."""
+
+    url: str = "http://127.0.0.1:8080/v1"
+    model: str = "local"
+    api_key_env: str | None = None
+    context_tokens: int = 8192
+    max_tokens: int = 1024
+    temperature: float = 0.2
+    timeout_s: float = 120.0
+    stream: bool = True
+    null_content: bool = False
+    max_steps: int = 16
+
+
+class MemorySection(_Section, frozen=True, kw_only=True):
+    """`[memory]`: memoryd's loop socket."""
+
+    socket: str | None = None
+
+
+class BrokerSection(_Section, frozen=True, kw_only=True):
+    """`[broker]`: brokerd's loop socket."""
+
+    socket: str | None = None
+
+
+class PromptSection(_Section, frozen=True, kw_only=True):
+    """`[prompt]`: system.md, relative to the config file's directory."""
+
+    system: str = "system.md"
+
+
+class SocketsSection(_Section, frozen=True, kw_only=True):
+    """`[sockets]`: the chat socket loopd serves."""
+
+    chat: str | None = None
+    read_timeout_s: float = 10.0
+
+
+class LoopdConfig(_Section, frozen=True, kw_only=True):
+    """The whole of loopd.toml."""
+
+    paths: PathsSection = msgspec.field(default_factory=PathsSection)
+    model: ModelSection = msgspec.field(default_factory=ModelSection)
+    memory: MemorySection = msgspec.field(default_factory=MemorySection)
+    broker: BrokerSection = msgspec.field(default_factory=BrokerSection)
+    prompt: PromptSection = msgspec.field(default_factory=PromptSection)
+    sockets: SocketsSection = msgspec.field(default_factory=SocketsSection)
+
+
+ModelSettings = ModelSection
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The configuration resolved into absolute paths."""
+
+    home: Path
+    model: ModelSection
+    system_prompt: Path
+    memory_socket: Path
+    broker_socket: Path
+    chat_socket: Path
+    read_timeout_s: float
+
+    @property
+    def sessions_dir(self) -> Path:
+        """`{home}/sessions`, loopd's own."""
+        return self.home / "sessions"
+
+
+class ConfigError(Exception):
+    """The configuration file is missing, unreadable or invalid."""
+
+
+def load_settings(config_path: Path) -> Settings:
+    """Read and resolve loopd.toml, or raise `ConfigError` naming the problem."""
+    try:
+        raw = config_path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {config_path}: {exc.strerror}") from exc
+    try:
+        config = msgspec.toml.decode(raw, type=LoopdConfig)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ConfigError(f"config {config_path}: {exc}") from exc
+    return resolve(config, config_dir=config_path.resolve().parent)
+
+
+def resolve(config: LoopdConfig, *, config_dir: Path) -> Settings:
+    """Turn a decoded config into absolute paths (relative ones are next to the config)."""
+    home = proto.resolve_home(config.paths.home)
+    if not home.is_absolute():
+        home = (config_dir / home).resolve()
+
+    def socket(configured: str | None, spec: proto.Socket) -> Path:
+        return Path(configured).expanduser() if configured else spec.default_path(home)
+
+    return Settings(
+        home=home,
+        model=config.model,
+        system_prompt=config_dir / Path(config.prompt.system).expanduser(),
+        memory_socket=socket(config.memory.socket, proto.LOOP_MEMORY),
+        broker_socket=socket(config.broker.socket, proto.LOOP_BROKER),
+        chat_socket=socket(config.sockets.chat, proto.OWNER_LOOP),
+        read_timeout_s=config.sockets.read_timeout_s,
+    )

@@ -1,0 +1,255 @@
+"""The model: any OpenAI-compatible chat completions server, streaming or not.
+
+Each request's body puts `messages` last, so consecutive requests of a session are
+byte-wise extensions of each other up to the closing `]}`: the server's prefix cache
+holds, and a test can check it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import msgspec
+
+from proto import ToolCall
+
+from ._config import ModelSection
+
+__all__ = ["ModelClient", "ModelError", "ModelReply", "OnText"]
+
+OnText = Callable[[str], Awaitable[None]]
+
+
+class ModelError(Exception):
+    """The model server could not be reached or gave no usable answer; says which."""
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """One assistant message."""
+
+    content: str | None
+    reasoning: str | None
+    tool_calls: list[ToolCall]
+    total_tokens: int | None
+
+
+class _Function(msgspec.Struct):
+    name: str | None = None
+    arguments: str | dict[str, Any] | None = None
+
+
+class _ToolCall(msgspec.Struct):
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+
+
+class _Message(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(msgspec.Struct):
+    message: _Message | None = None
+    delta: _Message | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+class _Completion(msgspec.Struct):
+    choices: list[_Choice] = msgspec.field(default_factory=list)
+    usage: _Usage | None = None
+
+
+_completion = msgspec.json.Decoder(_Completion)
+_encoder = msgspec.json.Encoder()
+
+
+def _total(usage: _Usage | None) -> int | None:
+    if usage is None:
+        return None
+    if usage.total_tokens is not None:
+        return usage.total_tokens
+    if usage.prompt_tokens is not None:
+        return usage.prompt_tokens + (usage.completion_tokens or 0)
+    return None
+
+
+def _arguments(value: str | dict[str, Any] | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return _encoder.encode(value).decode()
+
+
+class ModelClient:
+    """Calls the configured server; one client (and connection pool) per loopd."""
+
+    def __init__(self, settings: ModelSection) -> None:
+        self.settings = settings
+        headers = {"content-type": "application/json"}
+        if settings.api_key_env:
+            key = os.environ.get(settings.api_key_env)
+            if key:
+                headers["authorization"] = f"Bearer {key}"
+        self._http = httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(settings.timeout_s, connect=10.0)
+        )
+        self.url = settings.url.rstrip("/") + "/chat/completions"
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    def body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bytes:
+        """The request body: every option first, `messages` last."""
+        s = self.settings
+        head: dict[str, Any] = {
+            "model": s.model,
+            "max_tokens": s.max_tokens,
+            "temperature": s.temperature,
+            "stream": s.stream,
+        }
+        if s.stream:
+            head["stream_options"] = {"include_usage": True}
+        if tools:
+            head["tools"] = tools
+            head["tool_choice"] = "auto"
+        head["messages"] = messages
+        return _encoder.encode(head)
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText
+    ) -> ModelReply:
+        """Ask for the next assistant message; text deltas go to `on_text` as they arrive."""
+        body = self.body(messages, tools)
+        try:
+            if self.settings.stream:
+                return await self._stream(body, on_text)
+            response = await self._http.post(self.url, content=body)
+            _check_status(response)
+            reply = _parse(response.content)
+            if reply.content:
+                await on_text(reply.content)
+            return reply
+        except httpx.TimeoutException:
+            raise ModelError(
+                f"the model server at {self.settings.url} did not answer within "
+                f"{self.settings.timeout_s:g} s"
+            ) from None
+        except httpx.TransportError as exc:
+            raise ModelError(
+                f"cannot reach the model server at {self.settings.url}: {exc or type(exc).__name__}"
+            ) from None
+
+    async def _stream(self, body: bytes, on_text: OnText) -> ModelReply:
+        content: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        total: int | None = None
+        chunks = 0
+        async with self._http.stream("POST", self.url, content=body) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                _check_status(response)
+            # Read to the end of the body even after [DONE]: breaking out of httpx's
+            # nested stream generators leaves them unfinished.
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    continue
+                try:
+                    chunk = _completion.decode(data)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    raise ModelError(
+                        f"the model server sent a malformed stream chunk: {exc}"
+                    ) from None
+                chunks += 1
+                total = _total(chunk.usage) or total
+                for choice in chunk.choices:
+                    delta = choice.delta or choice.message
+                    if delta is None:
+                        continue
+                    if delta.content:
+                        content.append(delta.content)
+                        await on_text(delta.content)
+                    if delta.reasoning_content:
+                        reasoning.append(delta.reasoning_content)
+                    for i, call in enumerate(delta.tool_calls or ()):
+                        slot = calls.setdefault(
+                            call.index if call.index is not None else i,
+                            {"id": "", "name": "", "arguments": ""},
+                        )
+                        slot["id"] = call.id or slot["id"]
+                        if call.function is not None:
+                            slot["name"] += call.function.name or ""
+                            slot["arguments"] += _arguments(call.function.arguments)
+        if chunks == 0:
+            raise ModelError(
+                "the model server sent an empty stream; if it cannot stream with tools, "
+                "set [model] stream = false in loopd.toml"
+            )
+        tool_calls = [
+            ToolCall(
+                id=slot["id"] or f"call-{index}", name=slot["name"], arguments=slot["arguments"]
+            )
+            for index, slot in sorted(calls.items())
+        ]
+        return ModelReply(
+            content="".join(content) or None,
+            reasoning="".join(reasoning) or None,
+            tool_calls=tool_calls,
+            total_tokens=total,
+        )
+
+
+def _check_status(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    detail = response.text[:300]
+    try:
+        parsed = msgspec.json.decode(response.content)
+        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+            detail = str(parsed["error"].get("message", detail))
+        elif isinstance(parsed, dict) and "error" in parsed:
+            detail = str(parsed["error"])
+    except msgspec.DecodeError:
+        pass
+    raise ModelError(f"the model server answered HTTP {response.status_code}: {detail}")
+
+
+def _parse(raw: bytes) -> ModelReply:
+    try:
+        completion = _completion.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ModelError(f"the model server's reply is not a chat completion: {exc}") from None
+    if not completion.choices or completion.choices[0].message is None:
+        raise ModelError("the model server returned no choices")
+    message = completion.choices[0].message
+    tool_calls = [
+        ToolCall(
+            id=call.id or f"call-{i}",
+            name=(call.function.name if call.function else None) or "",
+            arguments=_arguments(call.function.arguments if call.function else None),
+        )
+        for i, call in enumerate(message.tool_calls or ())
+    ]
+    return ModelReply(
+        content=message.content or None,
+        reasoning=message.reasoning_content or None,
+        tool_calls=tool_calls,
+        total_tokens=_total(completion.usage),
+    )

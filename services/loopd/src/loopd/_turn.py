@@ -1,0 +1,275 @@
+"""One turn: the owner's message, then model calls and tool calls until the model answers.
+
+A turn appends a `user` record, then loops: send the baseline and every record to the
+model, append its `assistant` record, run each tool call in order and append a
+`tool_result` per call, until an assistant message has no tool calls (the turn is
+finished; memoryd is told, best effort). Nothing already in the log is ever rewritten:
+a failed turn leaves what happened, and the session stays usable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import trio
+
+import proto
+from proto import (
+    ApprovalPending,
+    AssistantRecord,
+    Class,
+    Label,
+    ToolCall,
+    ToolRequest,
+    ToolResponse,
+    ToolResultRecord,
+    TurnEvent,
+    UserRecord,
+)
+
+from ._config import ModelSection
+from ._model import ModelClient, ModelError
+from ._sessions import Session, utc_timestamp
+from ._tools import CORE_TOOL_NAMES, REGISTRY, find_tools
+
+__all__ = ["Emit", "SessionFull", "TurnContext", "TurnError", "build_messages", "run_turn"]
+
+log = logging.getLogger("loopd.turn")
+
+Emit = Callable[[TurnEvent], Awaitable[None]]
+_encoder = msgspec.json.Encoder()
+_LOCAL = Label(class_=Class.public, untrusted=False)
+SESSION_UPDATED_DEADLINE_S = 5.0
+CHARS_PER_TOKEN = 3  # a cautious estimate where the server has not counted yet
+
+
+class TurnError(Exception):
+    """A turn that could not finish; `code` and the sentence go to the chat client."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class SessionFull(TurnError):
+    """The prompt would exceed `[model] context_tokens`."""
+
+    def __init__(self) -> None:
+        super().__init__("session-full", "this session is full; start a new one")
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What a turn needs besides its session."""
+
+    model: ModelClient
+    broker_socket: Path
+    memory_socket: Path
+    settings: ModelSection
+
+
+def build_messages(session: Session, *, null_content: bool) -> list[dict[str, Any]]:
+    """The baseline's system prompt and every record, in order, as chat messages."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": session.baseline.system}]
+    for record in session.records:
+        if isinstance(record, UserRecord):
+            messages.append({"role": "user", "content": record.content})
+        elif isinstance(record, AssistantRecord):
+            content = record.content
+            if content is None and not null_content:
+                content = ""
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if record.tool_calls:
+                message["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in record.tool_calls
+                ]
+            messages.append(message)
+        else:
+            messages.append(
+                {"role": "tool", "tool_call_id": record.call_id, "content": record.content}
+            )
+    return messages
+
+
+def _estimated_tokens(session: Session, extra_chars: int) -> int:
+    """The server's last count plus an estimate for what came after it."""
+    known, since = 0, extra_chars
+    for record in reversed(session.records):
+        if isinstance(record, AssistantRecord) and record.tokens is not None:
+            known = record.tokens
+            break
+        since += len(_encoder.encode(record))
+    else:
+        since += len(session.baseline.system) + len(_encoder.encode(session.baseline.tools))
+    return known + since // CHARS_PER_TOKEN
+
+
+def _check_room(session: Session, settings: ModelSection, extra_chars: int = 0) -> None:
+    if _estimated_tokens(session, extra_chars) + settings.max_tokens > settings.context_tokens:
+        raise SessionFull
+
+
+async def _append(session: Session, record: proto.SessionRecord) -> None:
+    await trio.to_thread.run_sync(session.append, record)
+
+
+async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) -> str:
+    """Run one turn to its end and return the assistant's final text."""
+    _check_room(session, ctx.settings, len(text))
+    await _append(session, UserRecord(time=utc_timestamp(), content=text))
+
+    async def on_text(delta: str) -> None:
+        await emit(TurnEvent(event="assistant_text", text=delta))
+
+    for _ in range(ctx.settings.max_steps):
+        _check_room(session, ctx.settings)
+        messages = build_messages(session, null_content=ctx.settings.null_content)
+        try:
+            reply = await ctx.model.complete(messages, session.baseline.tools, on_text)
+        except ModelError as exc:
+            raise TurnError("model-error", str(exc)) from None
+        await _append(
+            session,
+            AssistantRecord(
+                time=utc_timestamp(),
+                content=reply.content,
+                reasoning_content=reply.reasoning,
+                tool_calls=reply.tool_calls,
+                tokens=reply.total_tokens,
+            ),
+        )
+        if not reply.tool_calls:
+            await _notify_memoryd(ctx.memory_socket, session.id)
+            return reply.content or ""
+        for call in reply.tool_calls:
+            await emit(TurnEvent(event="tool_call", call=call))
+            status, content, label = await _run_tool(session, call, ctx, emit)
+            await _append(
+                session,
+                ToolResultRecord(
+                    time=utc_timestamp(),
+                    call_id=call.id,
+                    name=call.name,
+                    content=content,
+                    class_=label.class_,
+                    untrusted=label.untrusted,
+                ),
+            )
+            await emit(
+                TurnEvent(event="tool_result", call=call, text=content, status=status, label=label)
+            )
+    raise TurnError(
+        "turn-too-long",
+        f"the model made {ctx.settings.max_steps} calls in this turn without answering; "
+        "the turn was stopped (raise [model] max_steps to allow more)",
+    )
+
+
+async def _notify_memoryd(memory_socket: Path, session: str) -> None:
+    try:
+        with trio.fail_after(SESSION_UPDATED_DEADLINE_S):
+            await proto.call(memory_socket, proto.SessionUpdated(session=session), proto.Ok)
+    except (
+        proto.Unreachable,
+        proto.RemoteError,
+        proto.ProtocolError,
+        trio.TooSlowError,
+        OSError,
+        trio.BrokenResourceError,
+    ) as exc:
+        log.warning(
+            "session_updated for %s not delivered (memoryd catches up at its next start): %s",
+            session,
+            exc or type(exc).__name__,
+        )
+
+
+ToolOutcome = tuple[Literal["ok", "error", "denied"], str, Label]
+
+
+def _error(message: str) -> ToolOutcome:
+    return "error", f"error: {message}", _LOCAL
+
+
+async def _run_tool(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit) -> ToolOutcome:
+    if call.name == "clock":
+        now = datetime.now(UTC)
+        return "ok", now.strftime("%Y-%m-%dT%H:%M:%SZ (%A)"), _LOCAL
+    if call.name == "find_tool":
+        args = _json_object(call.arguments)
+        if isinstance(args, str):
+            return _error(args)
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return _error('find_tool needs {"query": string}')
+        found = [t["function"] for t in find_tools(query)]
+        if not found:
+            names = ", ".join(REGISTRY)
+            return "ok", f"no tool matches {query!r}; the tools are: {names}", _LOCAL
+        return "ok", _encoder.encode(found).decode(), _LOCAL
+    if call.name in ("recall", "memory"):
+        return await _broker(session, call, ctx, emit)
+    if call.name == "call_tool":
+        args = _json_object(call.arguments)
+        if isinstance(args, str):
+            return _error(args)
+        name, arguments = args.get("name"), args.get("arguments", {})
+        if not isinstance(name, str) or name not in REGISTRY:
+            known = ", ".join(REGISTRY)
+            return _error(f"no tool named {name!r}; use find_tool (the tools are: {known})")
+        if not isinstance(arguments, dict):
+            return _error("call_tool's 'arguments' must be a JSON object")
+        inner = ToolCall(id=call.id, name=name, arguments=_encoder.encode(arguments).decode())
+        return await _broker(session, inner, ctx, emit)
+    known = ", ".join(CORE_TOOL_NAMES)
+    return _error(f"there is no tool named {call.name!r}; the tools are {known}")
+
+
+def _json_object(arguments: str) -> dict[str, Any] | str:
+    try:
+        value = msgspec.json.decode(arguments or "{}")
+    except msgspec.DecodeError as exc:
+        return f"the arguments are not JSON ({exc})"
+    if not isinstance(value, dict):
+        return "the arguments must be a JSON object"
+    return value
+
+
+async def _broker(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit) -> ToolOutcome:
+    request = ToolRequest(session=session.id, call=call, taint=session.taint())
+    try:
+        async with proto.open_call(ctx.broker_socket, request) as conversation:
+            while True:
+                frame = await conversation.receive()
+                if isinstance(frame, ApprovalPending):
+                    await emit(
+                        TurnEvent(event="approval_pending", call=call, approval=frame.approval)
+                    )
+                elif isinstance(frame, ToolResponse):
+                    content = (
+                        frame.content
+                        if frame.status == "ok"
+                        else (f"{frame.status}: {frame.content}")
+                    )
+                    return frame.status, content, frame.label
+                elif isinstance(frame, proto.Error):
+                    return _error(f"brokerd refused the call: {frame.message}")
+                else:
+                    kind = type(frame).__struct_config__.tag
+                    return _error(f"brokerd sent an unexpected {kind!r}")
+    except proto.Unreachable as exc:
+        return _error(f"brokerd is unreachable ({exc.reason}); the tool did not run")
+    except (proto.PeerClosed, proto.ProtocolError, trio.BrokenResourceError) as exc:
+        return _error(f"brokerd closed the call without an answer ({exc or 'no reply'})")

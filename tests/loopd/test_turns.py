@@ -1,0 +1,298 @@
+"""loopd against a scripted model and test doubles of memoryd and brokerd."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+import trio
+from loopd_harness import BLOCK, open_session, say, start_harness
+from scripted_model import Step, serve_scripted_model
+
+import proto
+from proto import Baseline, Class, Label, TurnDone, TurnEvent
+
+CAP_S = 20
+
+
+def baseline_of(home: Path, session: str) -> bytes:
+    return (home / "sessions" / session / "0.baseline.json").read_bytes()
+
+
+def log_of(home: Path, session: str) -> list[dict[str, object]]:
+    text = (home / "sessions" / session / "0.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_plain_turn_streams_text_and_notifies_memoryd(
+    nursery: trio.Nursery, short_dir: Path, stream: bool
+) -> None:
+    with serve_scripted_model(Step(text="Hello, owner. How can I help?")) as model:
+        with trio.fail_after(CAP_S):
+            h = await start_harness(nursery, short_dir, model.url, stream=stream)
+            opened = await open_session(h.chat)
+            frames = await say(h.chat, opened.session, "hi")
+    assert opened.created
+    deltas = [f.text for f in frames if isinstance(f, TurnEvent)]
+    assert "".join(deltas) == "Hello, owner. How can I help?"
+    assert frames[-1] == TurnDone(text="Hello, owner. How can I help?")
+    assert h.memoryd.updated == [opened.session]
+    records = log_of(h.home, opened.session)
+    assert [r["type"] for r in records] == ["user", "assistant"]
+    assert records[1]["content"] == "Hello, owner. How can I help?"
+    sent = model.request_json(0)
+    assert sent["messages"][0] == {"role": "system", "content": "You are boxmaker.\n\n" + BLOCK}
+    assert sent["messages"][1] == {"role": "user", "content": "hi"}
+    assert [t["function"]["name"] for t in sent["tools"]] == [
+        "clock",
+        "recall",
+        "memory",
+        "find_tool",
+        "call_tool",
+    ]
+    assert sent["stream"] is stream
+
+
+async def test_baseline_holds_system_md_a_blank_line_and_the_block(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    with serve_scripted_model() as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        opened = await open_session(h.chat, "mm-y73sxj3popgwumyccptb56p1ah")
+        again = await open_session(h.chat, "mm-y73sxj3popgwumyccptb56p1ah")
+    baseline = msgspec.json.decode(baseline_of(h.home, opened.session), type=Baseline)
+    assert (opened.created, again.created) == (True, False)
+    assert baseline.system == "You are boxmaker.\n\n" + BLOCK
+    assert baseline.session == opened.session
+    assert [t["function"]["name"] for t in baseline.tools] == [  # type: ignore[index]
+        "clock",
+        "recall",
+        "memory",
+        "find_tool",
+        "call_tool",
+    ]
+
+
+async def test_memoryd_refusing_fails_the_new_session_and_creates_nothing(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    with serve_scripted_model() as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        h.memoryd.block = None
+        with pytest.raises(proto.RemoteError) as refused:
+            await open_session(h.chat)
+    assert refused.value.error.code == "memory-unavailable"
+    assert refused.value.error.runbook == "memory-unavailable"
+    assert "2,300 of 2,200" in refused.value.error.message
+    assert not (h.home / "sessions").exists() or list((h.home / "sessions").iterdir()) == []
+
+
+async def test_memoryd_down_fails_the_new_session_with_the_pointer(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    with serve_scripted_model() as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        h.loopd.settings.memory_socket.unlink()
+        with pytest.raises(proto.RemoteError) as refused:
+            await open_session(h.chat)
+    assert refused.value.error.runbook == "memory-unavailable"
+    assert "memoryd did not answer" in refused.value.error.message
+
+
+async def test_tool_turn_records_results_with_labels_and_requests_extend(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    steps = (
+        Step(tool_calls=[("recall", '{"query": "launch"}')]),
+        Step(tool_calls=[("call_tool", '{"name": "http_fetch", "arguments": {"url": "u"}}')]),
+        Step(text="The launch moved to Thursday."),
+    )
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        h.brokerd.answers["recall"] = ("[1] session mm-8ass9m…", Label(class_=Class.private))
+        h.brokerd.answers["http_fetch"] = (
+            "<html>page</html>",
+            Label(class_=Class.public, untrusted=True),
+        )
+        opened = await open_session(h.chat)
+        frames = await say(h.chat, opened.session, "when is the launch?")
+    assert frames[-1] == TurnDone(text="The launch moved to Thursday.")
+    records = log_of(h.home, opened.session)
+    assert [r["type"] for r in records] == [
+        "user",
+        "assistant",
+        "tool_result",
+        "assistant",
+        "tool_result",
+        "assistant",
+    ]
+    assert (records[2]["class"], records[2]["untrusted"]) == ("private", False)
+    assert (records[4]["class"], records[4]["untrusted"]) == ("public", True)
+    # call_tool was unwrapped: brokerd decided on http_fetch and its own arguments
+    fetched = h.brokerd.requests[1]
+    assert (fetched.call.name, json.loads(fetched.call.arguments)) == ("http_fetch", {"url": "u"})
+    # the session's taint travels with each call: the second saw the private recall
+    assert h.brokerd.requests[0].taint == Label(class_=Class.public, untrusted=False)
+    assert h.brokerd.requests[1].taint == Label(class_=Class.private, untrusted=False)
+    # every request is a byte-wise extension of the one before
+    for earlier, later in zip(model.requests, model.requests[1:], strict=False):
+        assert later.startswith(earlier[:-2])
+    assert h.memoryd.updated == [opened.session]  # once, after the finished turn
+    results = [f for f in frames if isinstance(f, TurnEvent) and f.event == "tool_result"]
+    assert results[1].label == Label(class_=Class.public, untrusted=True)
+
+
+async def test_no_session_updated_after_a_turn_that_fails_after_tool_calls(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    steps = (
+        Step(tool_calls=[("clock", "{}")]),
+        Step(status=500, text="out of memory"),
+    )
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        opened = await open_session(h.chat)
+        frames = await say(h.chat, opened.session, "time?")
+    assert isinstance(frames[-1], proto.Error)
+    assert frames[-1].code == "model-error"
+    assert "HTTP 500: out of memory" in frames[-1].message
+    assert h.memoryd.updated == []
+    assert [r["type"] for r in log_of(h.home, opened.session)] == [
+        "user",
+        "assistant",
+        "tool_result",
+    ]
+
+
+async def test_approval_pending_reaches_the_chat_client(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    edit = '{"action": "add", "file": "memory", "text": "UTC, always."}'
+    steps = (Step(tool_calls=[("memory", edit)]), Step(text="Proposed."))
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        h.brokerd.ask.add("memory")
+        opened = await open_session(h.chat)
+        frames = await say(h.chat, opened.session, "remember UTC")
+    pending = [f for f in frames if isinstance(f, TurnEvent) and f.event == "approval_pending"]
+    assert len(pending) == 1
+    assert pending[0].approval is not None
+    assert pending[0].approval.id == "ap1"
+
+
+@pytest.mark.parametrize(
+    ("call", "says"),
+    [
+        (("launch_missiles", "{}"), "there is no tool named 'launch_missiles'"),
+        (("call_tool", "not json"), "the arguments are not JSON"),
+        (("call_tool", '{"name": "rm_rf", "arguments": {}}'), "no tool named 'rm_rf'"),
+        (("find_tool", '{"query": "read a file"}'), '"name":"read_file"'),
+    ],
+)
+async def test_bad_tool_calls_become_results_the_model_can_act_on(
+    nursery: trio.Nursery, short_dir: Path, call: tuple[str, str], says: str
+) -> None:
+    with serve_scripted_model(Step(tool_calls=[call]), Step(text="ok")) as model:
+        with trio.fail_after(CAP_S):
+            h = await start_harness(nursery, short_dir, model.url)
+            opened = await open_session(h.chat)
+            frames = await say(h.chat, opened.session, "go")
+    assert frames[-1] == TurnDone(text="ok")
+    result = log_of(h.home, opened.session)[2]
+    assert says in str(result["content"])
+    assert h.brokerd.requests == []
+
+
+@pytest.mark.parametrize(
+    ("step", "says"),
+    [
+        (Step(raw=b"<html>502 bad gateway</html>"), "not a chat completion"),
+        (Step(raw=b'{"choices": []}'), "no choices"),
+    ],
+)
+async def test_malformed_model_replies_end_the_turn_and_keep_the_session(
+    nursery: trio.Nursery, short_dir: Path, step: Step, says: str
+) -> None:
+    with serve_scripted_model(step, Step(text="back")) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url, stream=False)
+        opened = await open_session(h.chat)
+        first = await say(h.chat, opened.session, "one")
+        second = await say(h.chat, opened.session, "two")
+    assert isinstance(first[-1], proto.Error)
+    assert says in first[-1].message
+    assert second[-1] == TurnDone(text="back")
+    assert [r["type"] for r in log_of(h.home, opened.session)] == ["user", "user", "assistant"]
+
+
+async def test_model_server_down_names_the_cause(nursery: trio.Nursery, short_dir: Path) -> None:
+    with trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, "http://127.0.0.1:9/v1")
+        opened = await open_session(h.chat)
+        frames = await say(h.chat, opened.session, "hello?")
+    assert isinstance(frames[-1], proto.Error)
+    assert "cannot reach the model server at http://127.0.0.1:9/v1" in frames[-1].message
+
+
+async def test_a_full_session_refuses_the_turn(nursery: trio.Nursery, short_dir: Path) -> None:
+    with serve_scripted_model(Step(text="long", usage=3900)) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url, context_tokens=4096, max_tokens=200)
+        opened = await open_session(h.chat)
+        first = await say(h.chat, opened.session, "one")
+        second = await say(h.chat, opened.session, "two")
+    assert first[-1] == TurnDone(text="long")
+    assert second[-1] == proto.Error(
+        code="session-full", message="this session is full; start a new one"
+    )
+    assert [r["type"] for r in log_of(h.home, opened.session)] == ["user", "assistant"]
+
+
+async def test_a_resumed_session_replays_its_baseline_bytes(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    with serve_scripted_model(Step(text="a"), Step(text="b")) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        opened = await open_session(h.chat)
+        await say(h.chat, opened.session, "one")
+        before = baseline_of(h.home, opened.session)
+        h.memoryd.block = "# soul.md\nA different soul now."
+        await say(h.chat, opened.session, "two")
+    assert baseline_of(h.home, opened.session) == before
+    assert model.request_json(1)["messages"][0] == model.request_json(0)["messages"][0]
+
+
+async def test_one_turn_at_a_time_per_session(nursery: trio.Nursery, short_dir: Path) -> None:
+    with serve_scripted_model(
+        Step(tool_calls=[("memory", '{"action":"add","file":"memory","text":"x"}')]),
+        Step(text="done"),
+    ) as model:
+        with trio.fail_after(CAP_S):
+            h = await start_harness(nursery, short_dir, model.url)
+            opened = await open_session(h.chat)
+            release = trio.Event()
+            h.brokerd.gate = release
+            results: list[list[proto.Message]] = []
+
+            async def first() -> None:
+                results.append(await say(h.chat, opened.session, "one"))
+
+            async with trio.open_nursery() as inner:
+                inner.start_soon(first)
+                await h.brokerd.arrived.wait()  # the first turn is inside its tool call
+                second = await say(h.chat, opened.session, "two")
+                release.set()
+    assert isinstance(second[-1], proto.Error)
+    assert second[-1].code == "turn-in-progress"
+    assert results[0][-1] == TurnDone(text="done")
+
+
+async def test_say_to_an_unknown_or_tricky_session_is_refused(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    with serve_scripted_model() as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        unknown = await say(h.chat, "chat-nosuchsession00", "hi")
+    assert isinstance(unknown[-1], proto.Error)
+    assert unknown[-1].code == "no-session"

@@ -1,0 +1,135 @@
+"""loopd in-process, with test doubles of memoryd and brokerd on real Unix sockets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+import proto
+from loopd import Loopd
+from loopd._config import LoopdConfig, ModelSection, resolve
+from proto import (
+    ApprovalPending,
+    Label,
+    MemoryBlock,
+    MemoryBlockReply,
+    Message,
+    Ok,
+    PendingApproval,
+    ServiceError,
+    SessionUpdated,
+    ToolRequest,
+    ToolResponse,
+)
+
+BLOCK = "# soul.md\nTest soul.\n\n# memory.md (0 of 2,200 characters)\n(empty)"
+
+
+@dataclass
+class FakeMemoryd:
+    """Serves the loop-memory socket: a block (or a refusal), and records session_updated."""
+
+    block: str | None = BLOCK
+    updated: list[str] = field(default_factory=list)
+
+    async def handle(self, request: Message, conn: proto.Connection) -> Message:
+        if isinstance(request, MemoryBlock):
+            if self.block is None:
+                raise ServiceError(
+                    "memory-unavailable",
+                    "memory.md is 2,300 of 2,200 characters",
+                    runbook="memory-unavailable",
+                )
+            return MemoryBlockReply(text=self.block)
+        assert isinstance(request, SessionUpdated)
+        self.updated.append(request.session)
+        return Ok()
+
+
+@dataclass
+class FakeBrokerd:
+    """Serves the loop-broker socket: answers each tool by name; `ask` tools announce first."""
+
+    answers: dict[str, tuple[str, Label]] = field(default_factory=dict)
+    ask: set[str] = field(default_factory=set)
+    requests: list[ToolRequest] = field(default_factory=list)
+    gate: trio.Event | None = None  # when set, calls wait for it
+    arrived: trio.Event = field(default_factory=trio.Event)  # set by the first call
+
+    async def handle(self, request: Message, conn: proto.Connection) -> Message:
+        assert isinstance(request, ToolRequest)
+        self.requests.append(request)
+        self.arrived.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        if request.call.name in self.ask:
+            await conn.send(
+                ApprovalPending(
+                    approval=PendingApproval(
+                        id="ap1",
+                        session=request.session,
+                        tool=request.call.name,
+                        arguments=proto.escape(request.call.arguments),
+                        taint=request.taint,
+                        time="2026-11-30T00:00:00Z",
+                    )
+                )
+            )
+        content, label = self.answers.get(request.call.name, ("done", Label()))
+        return ToolResponse(call_id=request.call.id, status="ok", content=content, label=label)
+
+
+@dataclass
+class Harness:
+    loopd: Loopd
+    memoryd: FakeMemoryd
+    brokerd: FakeBrokerd
+    home: Path
+
+    @property
+    def chat(self) -> Path:
+        return self.loopd.settings.chat_socket
+
+
+async def start_harness(
+    nursery: trio.Nursery, short_dir: Path, model_url: str, **model: object
+) -> Harness:
+    home = short_dir / "home"
+    (short_dir / "system.md").write_text("You are boxmaker.\n")
+    config = LoopdConfig(
+        paths=LoopdConfig().paths.__class__(home=str(home)),
+        model=ModelSection(url=model_url, **model),  # type: ignore[arg-type]
+    )
+    settings = resolve(config, config_dir=short_dir)
+    memoryd, brokerd = FakeMemoryd(), FakeBrokerd()
+    shutdown = trio.Event()
+    for spec, path, handler in (
+        (proto.LOOP_MEMORY, settings.memory_socket, memoryd.handle),
+        (proto.LOOP_BROKER, settings.broker_socket, brokerd.handle),
+    ):
+        await nursery.start(
+            lambda task_status, spec=spec, path=path, handler=handler: proto.serve_unix(
+                spec, path, handler, shutdown=shutdown, task_status=task_status
+            )
+        )
+    role = Loopd(settings)
+    await role.start(nursery, shutdown)
+    return Harness(role, memoryd, brokerd, home)
+
+
+async def say(chat: Path, session: str, text: str) -> list[Message]:
+    """Send `say` and collect every frame until the server closes."""
+    frames: list[Message] = []
+    async with proto.open_call(chat, proto.Say(session=session, text=text)) as conversation:
+        async for frame in conversation:
+            frames.append(frame)
+    return frames
+
+
+async def open_session(chat: Path, session: str | None = None) -> proto.SessionOpened:
+    """Open (or create) a session over the chat socket."""
+    return await proto.call(
+        chat, proto.SessionOpen(origin="test", session=session), proto.SessionOpened
+    )

@@ -1,0 +1,169 @@
+"""A scripted OpenAI-compatible chat completions server, over real HTTP on loopback.
+
+Each request pops the next step of its script: an assistant text, tool calls, an
+HTTP error, or raw bytes. It answers in the real wire format, streaming (SSE) when
+the request asks for it, and records every request body so tests can compare them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Step:
+    """One scripted answer."""
+
+    text: str | None = None
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, arguments)
+    reasoning: str | None = None
+    status: int = 200
+    raw: bytes | None = None  # sent as the body as it is (status still applies)
+    usage: int | None = None  # total_tokens to report; default: a count from the request
+
+
+@dataclass
+class ScriptedModel:
+    """The server's state: the script still to play and the requests seen."""
+
+    steps: list[Step] = field(default_factory=list)
+    requests: list[bytes] = field(default_factory=list)
+    url: str = ""
+
+    def request_json(self, i: int) -> dict[str, Any]:
+        parsed: dict[str, Any] = json.loads(self.requests[i])
+        return parsed
+
+
+def _completion(step: Step, body: bytes) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": step.text}
+    if step.reasoning:
+        message["reasoning_content"] = step.reasoning
+    if step.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{i}_{name}",
+                "type": "function",
+                "function": {"name": name, "arguments": args},
+            }
+            for i, (name, args) in enumerate(step.tool_calls)
+        ]
+    total = step.usage if step.usage is not None else len(body) // 4
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if step.tool_calls else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": total - 10, "completion_tokens": 10, "total_tokens": total},
+    }
+
+
+def _chunks(step: Step, body: bytes) -> Iterator[dict[str, Any]]:
+    if step.reasoning:
+        yield {"choices": [{"index": 0, "delta": {"reasoning_content": step.reasoning}}]}
+    if step.text:
+        for i in range(0, len(step.text), 5):  # several deltas, as real servers send
+            yield {"choices": [{"index": 0, "delta": {"content": step.text[i : i + 5]}}]}
+    for i, (name, args) in enumerate(step.tool_calls):
+        yield {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": f"call_{i}_{name}",
+                                "type": "function",
+                                "function": {"name": name, "arguments": ""},
+                            }
+                        ]
+                    },
+                }
+            ]
+        }
+        half = len(args) // 2
+        for part in (args[:half], args[half:]):
+            yield {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"tool_calls": [{"index": i, "function": {"arguments": part}}]},
+                    }
+                ]
+            }
+    total = step.usage if step.usage is not None else len(body) // 4
+    yield {
+        "choices": [],
+        "usage": {"prompt_tokens": total - 10, "completion_tokens": 10, "total_tokens": total},
+    }
+
+
+def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            model.requests.append(body)
+            if not model.steps:
+                self._send(500, b'{"error": {"message": "the script has no more steps"}}')
+                return
+            step = model.steps.pop(0)
+            if step.raw is not None:
+                self._send(step.status, step.raw)
+                return
+            if step.status != 200:
+                self._send(step.status, json.dumps({"error": {"message": step.text}}).encode())
+                return
+            if json.loads(body).get("stream"):
+                data = (
+                    b"".join(
+                        b"data: " + json.dumps(c).encode() + b"\n\n" for c in _chunks(step, body)
+                    )
+                    + b"data: [DONE]\n\n"
+                )
+                self._send(200, data, "text/event-stream")
+            else:
+                self._send(200, json.dumps(_completion(step, body)).encode())
+
+        def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+@contextmanager
+def serve_scripted_model(*steps: Step) -> Iterator[ScriptedModel]:
+    """Run the server on 127.0.0.1 in a thread for the duration of the block."""
+    model = ScriptedModel(steps=list(steps))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(model))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    model.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield model
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
