@@ -118,8 +118,17 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
+        def do_GET(self) -> None:
+            if self.path == "/v1/models":
+                self._send(200, b'{"object": "list", "data": [{"id": "scripted"}]}')
+            else:
+                self._send(404, b'{"error": {"message": "not found"}}')
+
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            if self.path != "/v1/chat/completions":
+                self._send(404, b'{"error": {"message": "not found"}}')
+                return
             model.requests.append(body)
             if not model.steps:
                 self._send(500, b'{"error": {"message": "the script has no more steps"}}')

@@ -296,3 +296,16 @@ async def test_say_to_an_unknown_or_tricky_session_is_refused(
         unknown = await say(h.chat, "chat-nosuchsession00", "hi")
     assert isinstance(unknown[-1], proto.Error)
     assert unknown[-1].code == "no-session"
+
+
+async def test_baseline_preview_is_what_a_new_session_gets(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    with serve_scripted_model() as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        preview = await proto.call(h.chat, proto.BaselinePreview(), proto.BaselinePreviewReply)
+        opened = await open_session(h.chat)
+    baseline = msgspec.json.decode(baseline_of(h.home, opened.session), type=Baseline)
+    assert (preview.system, preview.tools) == (baseline.system, baseline.tools)
+    assert preview.model_url == model.url
+    assert sorted(p.name for p in (h.home / "sessions").iterdir()) == [opened.session]

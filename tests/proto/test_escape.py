@@ -116,6 +116,7 @@ def test_letters_digits_and_plain_punctuation_stay_as_they_are(text: str) -> Non
         pytest.param("C:\\temp", "C:\\\\temp", id="backslash"),
         pytest.param("\\u{41}", "\\\\u{41}", id="escape-lookalike"),
         pytest.param("a\tb", r"a\u{9}b", id="tab"),
+        pytest.param("a\x00b\x7f", r"a\u{0}b\u{7f}", id="nul-del"),
         pytest.param("a\r\nb", "a\\u{d}\nb", id="crlf"),
         pytest.param("a\u00a0b\u3000c", r"a\u{a0}b\u{3000}c", id="odd-spaces"),
         pytest.param("a\u2028b", r"a\u{2028}b", id="line-separator"),

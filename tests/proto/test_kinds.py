@@ -17,6 +17,7 @@ from proto import (
     ApprovalDecide,
     ApprovalsList,
     AuditVerify,
+    BaselinePreview,
     Class,
     GrantsList,
     Label,
@@ -85,8 +86,8 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         "loopd",
         "bxctl",
         "run/owner-loop/chat.sock",
-        {"session_open", "say"},
-        {"session_opened", "turn_event", "turn_done", "error"},
+        {"session_open", "say", "baseline_preview"},
+        {"session_opened", "turn_event", "turn_done", "baseline_preview_reply", "error"},
     ),
 }
 
@@ -116,6 +117,8 @@ ALL_TAGS = {
     "say",
     "turn_event",
     "turn_done",
+    "baseline_preview",
+    "baseline_preview_reply",
 }
 
 # The wire fields of every kind besides `kind` (ARCHITECTURE §3, spec §7).
@@ -145,6 +148,8 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "say": {"session", "text"},
     "turn_event": {"event", "text", "call", "status", "label", "approval"},
     "turn_done": {"text"},
+    "baseline_preview": set(),
+    "baseline_preview_reply": {"system", "tools", "model", "model_url"},
 }
 
 SOCKETS_BY_NAME = {socket.name: socket for socket in SOCKETS}
@@ -246,6 +251,7 @@ REQUEST_EXAMPLES: list[Message] = [
     AuditVerify(),
     SessionOpen(origin="cli"),
     Say(session="chat-abcdefgh", text="hi"),
+    BaselinePreview(),
 ]
 
 

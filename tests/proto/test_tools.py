@@ -349,35 +349,18 @@ def test_arbitrary_strings_give_args_or_tool_args_error(arguments: str) -> None:
             assert isinstance(outcome, kind)
 
 
-@pytest.mark.xfail(
-    raises=RecursionError,
-    strict=True,
-    reason="library bug: a deeply nested value before `action` makes msgspec raise"
-    " RecursionError, which parse_memory_args lets through",
-)
 def test_deeply_nested_memory_arguments_are_a_tool_args_error() -> None:
     arguments = '{"x":' + "[" * 5_000 + "]" * 5_000 + ',"action":"add"}'
     with pytest.raises(ToolArgsError):
         parse_memory_args(arguments)
 
 
-@pytest.mark.xfail(
-    raises=UnicodeEncodeError,
-    strict=True,
-    reason="library bug: a str holding a lone surrogate makes msgspec raise UnicodeEncodeError,"
-    " which parse_recall_args and parse_memory_args let through",
-)
 @pytest.mark.parametrize("parse", [parse_recall_args, parse_memory_args])
 def test_a_lone_surrogate_is_a_tool_args_error(parse: Any) -> None:
     with pytest.raises(ToolArgsError):
         parse('{"query": "\ud800"}')
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    strict=True,
-    reason="library bug: proto._tools._lower turns msgspec's 'JSON is malformed' into 'jSON'",
-)
 def test_malformed_json_message_reads_well() -> None:
     with pytest.raises(ToolArgsError) as caught:
         parse_recall_args("query=launch")

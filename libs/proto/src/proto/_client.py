@@ -72,9 +72,9 @@ async def _connect(path: Path) -> trio.SocketStream:
     try:
         return await trio.open_unix_socket(os.fspath(path))
     except FileNotFoundError:
-        raise Unreachable(path, "no such socket (is the role running?)") from None
+        raise Unreachable(path, "no such socket (is it running?)") from None
     except ConnectionRefusedError:
-        raise Unreachable(path, "connection refused (the role is not running)") from None
+        raise Unreachable(path, "connection refused (is it running?)") from None
     except PermissionError:
         raise Unreachable(path, "permission denied (run as the owner's user)") from None
     except OSError as exc:

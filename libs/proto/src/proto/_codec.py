@@ -6,6 +6,7 @@ import msgspec
 import trio
 
 from ._messages import AllMessages, Message
+from ._tools import lower_first
 
 __all__ = [
     "HEADER_BYTES",
@@ -70,8 +71,9 @@ def decode_body(body: bytes) -> Message:
     try:
         message: Message = _decoder.decode(body)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        text = str(exc)
-        raise ProtocolError(text[:1].lower() + text[1:]) from exc
+        raise ProtocolError(lower_first(str(exc))) from exc
+    except RecursionError:
+        raise ProtocolError("the frame nests JSON too deeply") from None
     return message
 
 

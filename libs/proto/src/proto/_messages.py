@@ -22,6 +22,8 @@ __all__ = [
     "ApprovalsList",
     "AuditVerified",
     "AuditVerify",
+    "BaselinePreview",
+    "BaselinePreviewReply",
     "EditRecord",
     "Error",
     "GrantInfo",
@@ -287,6 +289,19 @@ class TurnEvent(Message, frozen=True, kw_only=True, tag="turn_event"):
     approval: PendingApproval | None = None
 
 
+class BaselinePreview(Message, frozen=True, kw_only=True, tag="baseline_preview"):
+    """Ask loopd for the baseline a new session would get now, without creating one."""
+
+
+class BaselinePreviewReply(Message, frozen=True, kw_only=True, tag="baseline_preview_reply"):
+    """The system prompt and tool schemas a new session would start with."""
+
+    system: str
+    tools: list[dict[str, object]]
+    model: str
+    model_url: str
+
+
 class TurnDone(Message, frozen=True, kw_only=True, tag="turn_done"):
     """The turn finished; `text` is the assistant's final message."""
 
@@ -319,5 +334,7 @@ AllMessages = (
     | Say
     | TurnEvent
     | TurnDone
+    | BaselinePreview
+    | BaselinePreviewReply
 )
 """Every kind; the codec decodes against this union and the socket checks the kind."""

@@ -12,6 +12,8 @@ from ._messages import (
     ApprovalsList,
     AuditVerified,
     AuditVerify,
+    BaselinePreview,
+    BaselinePreviewReply,
     Error,
     Grants,
     GrantsList,
@@ -115,8 +117,8 @@ OWNER_LOOP = Socket(
     "loopd",
     "bxctl",
     "run/owner-loop/chat.sock",
-    (SessionOpen, Say),
-    (SessionOpened, TurnEvent, TurnDone, Error),
+    (SessionOpen, Say, BaselinePreview),
+    (SessionOpened, TurnEvent, TurnDone, BaselinePreviewReply, Error),
 )
 
 SOCKETS = (LOOP_MEMORY, BROKER_MEMORY, OWNER_MEMORY, LOOP_BROKER, OWNER_BROKER, OWNER_LOOP)

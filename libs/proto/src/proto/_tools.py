@@ -120,6 +120,10 @@ def parse_recall_args(arguments: str | bytes) -> RecallArgs:
         return _recall_decoder.decode(arguments)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ToolArgsError(f"recall arguments: {_lower(exc)}") from exc
+    except RecursionError:
+        raise ToolArgsError("recall arguments: nested too deeply") from None
+    except UnicodeEncodeError:
+        raise ToolArgsError("recall arguments: not valid Unicode (a lone surrogate)") from None
 
 
 def parse_memory_args(arguments: str | bytes) -> MemoryArgs:
@@ -128,6 +132,10 @@ def parse_memory_args(arguments: str | bytes) -> MemoryArgs:
         args = _memory_decoder.decode(arguments)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ToolArgsError(f"memory arguments: {_lower(exc)}") from exc
+    except RecursionError:
+        raise ToolArgsError("memory arguments: nested too deeply") from None
+    except UnicodeEncodeError:
+        raise ToolArgsError("memory arguments: not valid Unicode (a lone surrogate)") from None
     if isinstance(args, MemoryConsolidate):
         for i, item in enumerate(args.entries):
             _check_item(i, item)
@@ -154,5 +162,11 @@ def _check_item(i: int, item: ConsolidateItem) -> None:
 
 
 def _lower(exc: Exception) -> str:
-    text = str(exc)
+    return lower_first(str(exc))
+
+
+def lower_first(text: str) -> str:
+    """Lower-case a message's first letter, unless it starts an acronym ("JSON is …")."""
+    if text[:2].isupper():
+        return text
     return text[:1].lower() + text[1:]

@@ -10,6 +10,8 @@ import trio
 import proto
 from proto import (
     Baseline,
+    BaselinePreview,
+    BaselinePreviewReply,
     Connection,
     MemoryBlock,
     MemoryBlockReply,
@@ -75,11 +77,17 @@ class Loopd:
                 await self.model.aclose()
 
     async def handle_chat(self, request: Message, conn: Connection) -> Message:
-        """session_open → session_opened; say → turn_event* then turn_done."""
+        """session_open → session_opened; say → turn_event* then turn_done; baseline_preview."""
         if isinstance(request, SessionOpen):
             return await self.open_session(request)
         if isinstance(request, Say):
             return await self.say(request, conn)
+        if isinstance(request, BaselinePreview):
+            system = await self._system_prompt()
+            model = self.settings.model
+            return BaselinePreviewReply(
+                system=system, tools=tool_schemas(), model=model.model, model_url=model.url
+            )
         raise AssertionError(f"unroutable {request!r}")
 
     async def open_session(self, request: SessionOpen) -> SessionOpened:
