@@ -12,6 +12,7 @@ import trio.testing
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+import proto
 from proto import (
     HEADER_BYTES,
     MAX_FRAME,
@@ -528,3 +529,8 @@ async def test_defaults_fill_fields_an_older_peer_leaves_out() -> None:
     assert got == ToolResponse(call_id="c1", status="denied", content="no")
     assert isinstance(got, ToolResponse)
     assert got.label == Label(class_=Class.private, untrusted=False)
+
+
+def test_a_lone_surrogate_in_a_message_is_a_protocol_error_not_a_crash() -> None:
+    with pytest.raises(ProtocolError, match="not Unicode"):
+        encode_frame(proto.TurnDone(text="\ud800"))

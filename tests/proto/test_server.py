@@ -263,3 +263,13 @@ def test_peercred_layout_matches_the_kernel() -> None:
         raw = a.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         pid, uid, _gid = struct.unpack("3i", raw)
     assert (pid, uid) == (os.getpid(), os.geteuid())
+
+
+async def test_an_existing_directory_keeps_its_mode(nursery: trio.Nursery, short_dir: Path) -> None:
+    # A socket configured straight into a shared directory (say /tmp) must not make it
+    # private: only a directory serve_unix creates gets 0700.
+    os.chmod(short_dir, 0o1777)
+    with trio.fail_after(CAP_S):
+        await _start(nursery, short_dir / "m.sock")
+    assert stat.S_IMODE(short_dir.stat().st_mode) == 0o1777
+    assert stat.S_IMODE((short_dir / "m.sock").stat().st_mode) == 0o600

@@ -58,7 +58,12 @@ _decoder = msgspec.json.Decoder(AllMessages)
 def encode_frame(message: Message, *, max_frame_bytes: int = MAX_FRAME) -> bytes:
     """Encode `message` as one frame, or raise `FrameTooLarge`."""
     buffer = bytearray(HEADER_BYTES)
-    _encoder.encode_into(message, buffer, HEADER_BYTES)
+    try:
+        _encoder.encode_into(message, buffer, HEADER_BYTES)
+    except UnicodeEncodeError as exc:
+        raise ProtocolError(
+            f"a {type(message).__name__} holds text that is not Unicode: {exc}"
+        ) from None
     size = len(buffer) - HEADER_BYTES
     if size > max_frame_bytes:
         raise FrameTooLarge(size, max_frame_bytes)

@@ -105,12 +105,22 @@ def claim_socket_path(path: Path) -> None:
 
 
 def _make_private_dir(directory: Path) -> None:
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = directory.lstat()
-    if not stat.S_ISDIR(st.st_mode):
-        raise SocketPathError(f"{directory} is not a directory")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(directory, 0o700)
+    """Create the socket's directory at 0700; an existing one is used as it is.
+
+    An existing directory is never chmodded: it may be shared (a socket configured
+    straight into /tmp must not make /tmp private). The socket itself is 0600 and the
+    peer's uid is checked, so a looser directory is logged, not fatal.
+    """
+    try:
+        directory.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        st = directory.stat()
+        if not stat.S_ISDIR(st.st_mode):
+            raise SocketPathError(f"{directory} is not a directory") from None
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            log.warning(
+                "socket directory %s is mode %o, not 0700", directory, stat.S_IMODE(st.st_mode)
+            )
 
 
 async def serve_unix(
@@ -245,5 +255,16 @@ async def _reply(stream: trio.SocketStream, message: Message) -> None:
         except FrameTooLarge as exc:
             log.error("a %s reply was too large: %s", type(message).__struct_config__.tag, exc)
             await write_frame(stream, Error(code="reply-too-large", message=str(exc)))
+        except ProtocolError as exc:
+            log.error(
+                "a %s reply could not be encoded: %s", type(message).__struct_config__.tag, exc
+            )
+            await write_frame(
+                stream,
+                Error(
+                    code="internal",
+                    message="the reply could not be encoded; the role's log says why",
+                ),
+            )
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         log.debug("peer left before the %s reply", type(message).__struct_config__.tag)
