@@ -1,0 +1,203 @@
+"""Pending approvals: an `ask` call waits here for the owner, the timeout, or its loopd.
+
+Exactly one of four things settles an approval: the owner's `approval_decide`, the
+timeout, the loopd connection closing, or brokerd shutting down. Settling is
+synchronous (no checkpoint between looking an approval up and marking it settled), so
+under trio's cooperative scheduling a decision and the timeout cannot both win: the
+first to settle is the outcome, and the other sees it. An owner whose decision came
+second is told the approval was already decided, and how.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import trio
+
+from proto import PendingApproval
+
+__all__ = [
+    "UNTRUSTED_SESSION",
+    "AlreadyDecided",
+    "Approvals",
+    "Outcome",
+    "UnknownApproval",
+    "describe",
+    "format_duration",
+]
+
+log = logging.getLogger("brokerd.approvals")
+
+UNTRUSTED_SESSION = "this session has seen untrusted content"
+"""How an approval shows that its session's taint is untrusted."""
+
+_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # no l, o, 0, 1: read aloud, typed back
+_ID_CHARS = 6
+_REMEMBERED = 1024
+
+How = Literal["owner", "timeout", "disconnected", "shutdown"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """How an approval was settled.
+
+    `sentence` says why it was not approved; on an approval it is the owner's reason, if any.
+    """
+
+    approved: bool
+    how: How
+    sentence: str
+
+
+class UnknownApproval(LookupError):
+    """A decision for an id that was never pending."""
+
+    code = "unknown-approval"
+
+
+class AlreadyDecided(LookupError):
+    """A decision for an approval that is settled already."""
+
+    code = "already-decided"
+
+
+def format_duration(seconds: float) -> str:
+    """`900` → `15 min`; durations that are not whole minutes in seconds: `90.5 s`."""
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)} min"
+    return f"{seconds:g} s"
+
+
+def describe(approval: PendingApproval) -> str:
+    """One line for the log: the id, session, tool, and the session's taint."""
+    taint = f"; {UNTRUSTED_SESSION}" if approval.taint.untrusted else ""
+    return (
+        f"approval {approval.id}: session {approval.session} asks for {approval.tool} "
+        f"(taint {approval.taint.describe()}){taint}"
+    )
+
+
+@dataclasses.dataclass
+class _Pending:
+    approval: PendingApproval
+    done: trio.Event = dataclasses.field(default_factory=trio.Event)
+    outcome: Outcome | None = None
+
+
+class Approvals:
+    """The pending approvals of one brokerd, oldest first."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._pending: dict[str, _Pending] = {}
+        self._settled: collections.OrderedDict[str, Outcome] = collections.OrderedDict()
+        self._closed = False
+
+    def new_id(self) -> str:
+        """A short id no pending or recently settled approval has: `ap-` and 6 characters."""
+        while True:
+            candidate = "ap-" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(_ID_CHARS))
+            if candidate not in self._pending and candidate not in self._settled:
+                return candidate
+
+    def pending(self) -> list[PendingApproval]:
+        """The approvals waiting for the owner, oldest first."""
+        return [entry.approval for entry in self._pending.values()]
+
+    async def wait(
+        self,
+        approval: PendingApproval,
+        *,
+        announce: Callable[[], Awaitable[None]],
+        peer_gone: Callable[[], Awaitable[None]],
+    ) -> Outcome:
+        """List `approval` as pending, `announce` it, and hold it until it is settled.
+
+        `announce` tells loopd (it runs once the approval is listed, so an owner who acts
+        on the announcement finds it); `peer_gone` returns when loopd has disconnected.
+        """
+        entry = _Pending(approval)
+        if self._closed:
+            return self._settle(entry, Outcome(False, "shutdown", _SHUTDOWN))
+        self._pending[approval.id] = entry
+        log.info("%s", describe(approval))
+        try:
+            try:
+                await announce()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return self._settle(entry, Outcome(False, "disconnected", _DISCONNECTED))
+
+            async def watch_peer() -> None:
+                await peer_gone()
+                self._settle(entry, Outcome(False, "disconnected", _DISCONNECTED))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch_peer)
+                with trio.move_on_after(self.timeout_s):
+                    await entry.done.wait()
+                nursery.cancel_scope.cancel()
+            timed_out = f"approval timed out after {format_duration(self.timeout_s)}"
+            return self._settle(entry, Outcome(False, "timeout", timed_out))
+        finally:
+            # Cancelled from outside (a forced shutdown): it must not stay listed.
+            self._settle(entry, Outcome(False, "shutdown", _SHUTDOWN))
+
+    def decide(self, approval_id: str, *, approve: bool, reason: str | None) -> Outcome:
+        """Settle a pending approval with the owner's decision.
+
+        Raises:
+            UnknownApproval: no approval with this id was pending.
+            AlreadyDecided: it was settled before (by the owner, the timeout, ...).
+        """
+        entry = self._pending.get(approval_id)
+        if entry is None:
+            settled = self._settled.get(approval_id)
+            if settled is None:
+                raise UnknownApproval(f"no pending approval {approval_id!r}")
+            raise AlreadyDecided(f"approval {approval_id} was already settled: {_past(settled)}")
+        if approve:
+            sentence = reason or ""
+        else:
+            sentence = "the owner denied this call" + (f": {reason}" if reason else "")
+        outcome = self._settle(entry, Outcome(approve, "owner", sentence))
+        log.info("approval %s %s by the owner", approval_id, "approved" if approve else "denied")
+        return outcome
+
+    def withdraw_all(self) -> None:
+        """Deny every pending approval, and any asked from now on: brokerd is shutting down."""
+        self._closed = True
+        for entry in list(self._pending.values()):
+            self._settle(entry, Outcome(False, "shutdown", _SHUTDOWN))
+
+    def _settle(self, entry: _Pending, outcome: Outcome) -> Outcome:
+        if entry.outcome is None:
+            entry.outcome = outcome
+            self._pending.pop(entry.approval.id, None)
+            self._settled[entry.approval.id] = outcome
+            while len(self._settled) > _REMEMBERED:
+                self._settled.popitem(last=False)
+            entry.done.set()
+            if outcome.how != "owner":
+                log.info("approval %s settled: %s", entry.approval.id, _past(outcome))
+        return entry.outcome
+
+
+_DISCONNECTED = "loopd disconnected while the approval was pending"
+_SHUTDOWN = "brokerd is shutting down; the approval was withdrawn"
+_PAST: dict[How, str] = {
+    "timeout": "it timed out",
+    "disconnected": "its loopd disconnected",
+    "shutdown": "brokerd withdrew it while shutting down",
+}
+
+
+def _past(outcome: Outcome) -> str:
+    if outcome.how == "owner":
+        return "the owner approved it" if outcome.approved else "the owner denied it"
+    return _PAST[outcome.how]

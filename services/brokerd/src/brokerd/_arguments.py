@@ -1,0 +1,186 @@
+"""A tool call's arguments: parsed, checked, and made canonical before anything is decided.
+
+The model sends arguments as a JSON string. brokerd decodes it (duplicate keys refused),
+re-encodes it canonically (compact, UTF-8, keys in the model's order), and parses that
+text with the tool's parser: recall and memory with proto's (spec §5), the local tools
+with the Structs here, any other tool as a JSON object. The canonical text is what the
+owner approves, what the audit log records and what the runtime runs, so what is
+approved is byte for byte what runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import msgspec
+
+import entries
+import proto
+
+__all__ = [
+    "Arguments",
+    "ArgumentsRefused",
+    "HttpFetchArgs",
+    "ListDirArgs",
+    "ReadFileArgs",
+    "check_tool_name",
+    "parse_arguments",
+]
+
+MAX_PATH_CHARS = 4096
+MAX_URL_CHARS = 2048
+_TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+class ArgumentsRefused(ValueError):
+    """Arguments that are not JSON, or not of the tool's shape; the message says why."""
+
+    code = "bad-arguments"
+
+
+class ReadFileArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`read_file {"path": string}`: an absolute path, at most 4,096 characters."""
+
+    path: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS)]
+
+
+class ListDirArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`list_dir {"path": string}`: an absolute path, at most 4,096 characters."""
+
+    path: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS)]
+
+
+class HttpFetchArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`http_fetch {"url": string}`: an http or https URL, at most 2,048 characters."""
+
+    url: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_URL_CHARS)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Arguments:
+    """A call's arguments: the canonical text and the parsed value."""
+
+    canonical: str
+    value: object
+
+
+def check_tool_name(name: str) -> None:
+    """Refuse a tool name that could not be a grant's (`[a-z][a-z0-9_]{0,63}`)."""
+    if _TOOL_NAME.fullmatch(name) is None:
+        shown = name if len(name) <= 64 else name[:64] + "…"
+        raise ArgumentsRefused(
+            f"{shown!r} is not a tool name (lower-case letters, digits and _, at most 64)"
+        )
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ArgumentsRefused(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise ArgumentsRefused(f"{name} is not JSON")
+
+
+def _decode(tool: str, raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(
+            raw, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
+        )
+    except ArgumentsRefused as exc:
+        raise ArgumentsRefused(f"{tool} arguments are not valid JSON: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ArgumentsRefused(f"{tool} arguments are not JSON: {exc}") from None
+    except RecursionError:
+        raise ArgumentsRefused(f"{tool} arguments are nested too deeply") from None
+    if not isinstance(value, dict):
+        raise ArgumentsRefused(
+            f"{tool} arguments must be a JSON object, got {type(value).__name__}"
+        )
+    return value
+
+
+def _canonical(tool: str, value: dict[str, Any]) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        text.encode()
+    except RecursionError:
+        raise ArgumentsRefused(f"{tool} arguments are nested too deeply") from None
+    except UnicodeEncodeError:
+        raise ArgumentsRefused(f"{tool} arguments contain a lone surrogate") from None
+    return text
+
+
+def _struct_parser(tool: str, kind: type[msgspec.Struct]) -> Callable[[str], object]:
+    decoder = msgspec.json.Decoder(kind)
+
+    def parse(text: str) -> object:
+        try:
+            return decoder.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            message = str(exc)
+            raise ArgumentsRefused(
+                f"{tool} arguments: {message[:1].lower()}{message[1:]}"
+            ) from None
+
+    return parse
+
+
+def _parse_recall(text: str) -> object:
+    try:
+        return proto.parse_recall_args(text)
+    except proto.ToolArgsError as exc:
+        raise ArgumentsRefused(str(exc)) from None
+
+
+def _parse_memory(text: str) -> object:
+    try:
+        args = proto.parse_memory_args(text)
+    except proto.ToolArgsError as exc:
+        raise ArgumentsRefused(str(exc)) from None
+    _check_memory_lengths(args)
+    return args
+
+
+def _check_memory_lengths(args: proto.MemoryArgs) -> None:
+    # A text longer than its file's limit can never be applied; refusing it here spares
+    # the owner an approval that is bound to fail.
+    name, limit = entries.file_name(args.file), entries.limit_for(args.file)
+    texts: list[tuple[str, str | None]] = []
+    if isinstance(args, proto.MemoryConsolidate):
+        for i, item in enumerate(args.entries):
+            texts += [(f"consolidate item {i} 'old'", item.old)]
+            texts += [(f"consolidate item {i} 'text'", item.text)]
+    else:
+        texts += [("'text'", getattr(args, "text", None)), ("'old'", getattr(args, "old", None))]
+    for where, text in texts:
+        if text is not None and len(text) > limit:
+            raise ArgumentsRefused(
+                f"memory arguments: {where} is {len(text):,} characters; "
+                f"{name} holds at most {limit:,}"
+            )
+
+
+_PARSERS: dict[str, Callable[[str], object]] = {
+    "recall": _parse_recall,
+    "memory": _parse_memory,
+    "read_file": _struct_parser("read_file", ReadFileArgs),
+    "list_dir": _struct_parser("list_dir", ListDirArgs),
+    "http_fetch": _struct_parser("http_fetch", HttpFetchArgs),
+}
+
+
+def parse_arguments(tool: str, raw: str) -> Arguments:
+    """Parse a call's raw JSON arguments for `tool`, or raise `ArgumentsRefused`."""
+    value = _decode(tool, raw)
+    canonical = _canonical(tool, value)
+    parser = _PARSERS.get(tool)
+    return Arguments(canonical=canonical, value=parser(canonical) if parser else value)

@@ -1,0 +1,128 @@
+"""brokerd's configuration: `brokerd.toml` decoded into frozen Structs.
+
+Unknown keys are errors naming the key, so a typo fails at start rather than being
+ignored. Defaults live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+
+import proto
+
+__all__ = ["BrokerdConfig", "ConfigError", "Settings", "load_settings", "resolve"]
+
+PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class PathsSection(_Section, frozen=True, kw_only=True):
+    """`[paths]`: where the home is (default `$BOXMAKER_HOME`, then /var/lib/boxmaker)."""
+
+    home: str | None = None
+
+
+class MemorySection(_Section, frozen=True, kw_only=True):
+    """`[memory]`: memoryd's broker socket, where recall and memory calls go."""
+
+    socket: str | None = None
+    call_timeout_s: PositiveSeconds = 30.0
+
+
+class RuntimeSection(_Section, frozen=True, kw_only=True):
+    """`[runtime]`: what runs every tool but recall and memory."""
+
+    kind: Literal["local", "refusing"] = "local"
+
+
+class ApprovalsSection(_Section, frozen=True, kw_only=True):
+    """`[approvals]`: how long an `ask` call waits for the owner before it is denied."""
+
+    timeout_s: PositiveSeconds = 900.0
+
+
+class SocketsSection(_Section, frozen=True, kw_only=True):
+    """`[sockets]`: socket paths; defaults under `{home}/run/` (ARCHITECTURE §2)."""
+
+    loop: str | None = None
+    admin: str | None = None
+    read_timeout_s: PositiveSeconds = 10.0
+
+
+class BrokerdConfig(_Section, frozen=True, kw_only=True):
+    """The whole of brokerd.toml."""
+
+    paths: PathsSection = msgspec.field(default_factory=PathsSection)
+    memory: MemorySection = msgspec.field(default_factory=MemorySection)
+    runtime: RuntimeSection = msgspec.field(default_factory=RuntimeSection)
+    approvals: ApprovalsSection = msgspec.field(default_factory=ApprovalsSection)
+    sockets: SocketsSection = msgspec.field(default_factory=SocketsSection)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The configuration resolved into absolute paths."""
+
+    home: Path
+    memory_socket: Path
+    memory_call_timeout_s: float
+    runtime: Literal["local", "refusing"]
+    approval_timeout_s: float
+    loop_socket: Path
+    admin_socket: Path
+    read_timeout_s: float
+
+    @property
+    def grants_dir(self) -> Path:
+        """`{home}/grants`, the owner's grant files."""
+        return self.home / "grants"
+
+    @property
+    def audit_dir(self) -> Path:
+        """`{home}/audit`, the hash-chained audit log."""
+        return self.home / "audit"
+
+
+class ConfigError(Exception):
+    """The configuration file is missing, unreadable or invalid."""
+
+
+def load_settings(config_path: Path) -> Settings:
+    """Read and resolve brokerd.toml, or raise `ConfigError` naming the problem."""
+    try:
+        raw = config_path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {config_path}: {exc.strerror}") from exc
+    try:
+        config = msgspec.toml.decode(raw, type=BrokerdConfig)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ConfigError(f"config {config_path}: {exc}") from exc
+    return resolve(config, config_dir=config_path.resolve().parent)
+
+
+def resolve(config: BrokerdConfig, *, config_dir: Path) -> Settings:
+    """Turn a decoded config into absolute paths (a relative home is next to the config)."""
+    home = proto.resolve_home(config.paths.home)
+    if not home.is_absolute():
+        home = (config_dir / home).resolve()
+
+    def socket(configured: str | None, spec: proto.Socket) -> Path:
+        return Path(configured).expanduser() if configured else spec.default_path(home)
+
+    return Settings(
+        home=home,
+        memory_socket=socket(config.memory.socket, proto.BROKER_MEMORY),
+        memory_call_timeout_s=config.memory.call_timeout_s,
+        runtime=config.runtime.kind,
+        approval_timeout_s=config.approvals.timeout_s,
+        loop_socket=socket(config.sockets.loop, proto.LOOP_BROKER),
+        admin_socket=socket(config.sockets.admin, proto.OWNER_BROKER),
+        read_timeout_s=config.sockets.read_timeout_s,
+    )

@@ -1,0 +1,241 @@
+"""Deciding a `tool_request` from loopd (ARCHITECTURE §5, spec §8).
+
+Parse the arguments → find the grant (of several for a file or web tool, the one whose
+paths or hosts admit the call) → check the session's taint against `max_taint` →
+`deny`, or ask the runtime whether the call can run at all → `auto`: run it; `ask`:
+hold it pending for the owner, then run it or deny it. Every outcome, whatever it is,
+appends exactly one audit record and answers with a `tool_response` whose sentence
+says exactly why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from datetime import UTC, datetime
+from functools import partial
+from typing import Literal, Protocol
+
+import proto
+from proto import ApprovalPending, Label, Message, PendingApproval, ToolResponse
+
+from ._approvals import Approvals
+from ._arguments import ArgumentsRefused, check_tool_name, parse_arguments
+from ._audit import Audit, AuditRecord, Decision
+from ._grants import Grant, GrantSet
+from ._runtimes import Call, RunOutput, Runtime, run_call
+
+__all__ = ["Decider", "Peer", "iso_time", "utc_now"]
+
+log = logging.getLogger("brokerd.decide")
+
+_MAX_REASON_CHARS = 1000
+
+
+def utc_now() -> datetime:
+    """The current time in UTC."""
+    return datetime.now(UTC)
+
+
+def iso_time(moment: datetime) -> str:
+    """`2026-09-24T20:14:03Z`."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Peer(Protocol):
+    """The loopd connection a request came on (`proto.Connection`)."""
+
+    async def send(self, message: Message) -> None:
+        """Send a frame ahead of the reply."""
+        ...
+
+    async def wait_peer_gone(self) -> None:
+        """Return once loopd has closed its end."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class _Decided:
+    """Everything the audit record and the reply need."""
+
+    arguments: str
+    grant: Grant | None
+    decision: Decision
+    status: Literal["ok", "error", "denied"]
+    content: str
+    label: Label = dataclasses.field(default_factory=Label)
+    approval: str | None = None
+    reason: str | None = None
+
+
+class Decider:
+    """Decides, runs and audits tool calls."""
+
+    def __init__(
+        self, grants: GrantSet, approvals: Approvals, audit: Audit, runtime: Runtime
+    ) -> None:
+        self.grants = grants
+        self.approvals = approvals
+        self.audit = audit
+        self.runtime = runtime
+
+    async def decide(self, request: proto.ToolRequest, peer: Peer) -> ToolResponse:
+        """Decide one call and answer it; `request.approval` from loopd is ignored."""
+        decided = await self._decide(request, peer)
+        return await self._finish(request, decided)
+
+    async def _decide(self, request: proto.ToolRequest, peer: Peer) -> _Decided:
+        tool = request.call.name
+        try:
+            check_tool_name(tool)
+            arguments = parse_arguments(tool, request.call.arguments)
+        except ArgumentsRefused as exc:
+            return _Decided(request.call.arguments, None, "refused", "error", str(exc))
+        canonical = arguments.canonical
+        candidates = self.grants.find(tool)
+        if not candidates:
+            return _Decided(canonical, None, "denied", "denied", f"no grant for {tool}")
+        call = Call(
+            session=request.session,
+            call_id=request.call.id,
+            tool=tool,
+            arguments=arguments,
+            taint=request.taint,
+        )
+        grant = candidates[0]
+        if len(candidates) > 1:
+            chosen = await self._choose(call, candidates)
+            if isinstance(chosen, _Decided):
+                return chosen
+            grant = chosen
+        if request.taint.class_.rank > grant.max_taint.rank:
+            return _Decided(
+                canonical,
+                grant,
+                "denied",
+                "denied",
+                f"this session has seen {request.taint.class_} content; the grant "
+                f"{grant.name} allows {tool} only up to {grant.max_taint}",
+            )
+        if grant.mode == "deny":
+            return _Decided(
+                canonical, grant, "denied", "denied", f"the grant {grant.name} denies {tool}"
+            )
+        refusal = await self.runtime.check(call, grant)
+        if refusal is not None:
+            decision: Decision = "denied" if refusal.status == "denied" else "refused"
+            return _Decided(canonical, grant, decision, refusal.status, refusal.content)
+        if grant.mode == "auto":
+            return _ran(canonical, grant, "auto", await run_call(self.runtime, call, grant, None))
+        return await self._ask(call, grant, peer)
+
+    async def _choose(self, call: Call, candidates: tuple[Grant, ...]) -> Grant | _Decided:
+        """The one grant, of several for a tool, whose paths or hosts admit the call."""
+        admitted: list[Grant] = []
+        refusals: list[RunOutput] = []
+        for grant in candidates:
+            refusal = await self.runtime.check(call, grant)
+            if refusal is None:
+                admitted.append(grant)
+            else:
+                refusals.append(refusal)
+        if len(admitted) == 1:
+            return admitted[0]
+        canonical = call.arguments.canonical
+        if admitted:
+            names = " and ".join(grant.name for grant in admitted)
+            overlap = (
+                f"the grants {names} all admit this {call.tool} call; make their paths or "
+                "hosts disjoint (runbook: grants-invalid)"
+            )
+            return _Decided(canonical, None, "denied", "denied", overlap)
+        errors = [r for r in refusals if r.status != "denied"]
+        if errors:  # about the call itself (a relative path, not a URL): the same for all
+            return _Decided(canonical, None, "refused", errors[0].status, errors[0].content)
+        outside = "; ".join(r.content for r in refusals)
+        return _Decided(canonical, None, "denied", "denied", outside)
+
+    async def _ask(self, call: Call, grant: Grant, peer: Peer) -> _Decided:
+        canonical = call.arguments.canonical
+        pending = PendingApproval(
+            id=self.approvals.new_id(),
+            session=call.session,
+            tool=call.tool,
+            arguments=proto.escape(canonical),
+            taint=call.taint,
+            time=iso_time(utc_now()),
+        )
+        outcome = await self.approvals.wait(
+            pending,
+            announce=partial(peer.send, ApprovalPending(approval=pending)),
+            peer_gone=peer.wait_peer_gone,
+        )
+        if not outcome.approved:
+            return _Decided(
+                canonical, grant, "denied", "denied", outcome.sentence, approval=pending.id
+            )
+        output = await run_call(self.runtime, call, grant, pending.id)
+        said = f"approved by the owner: {outcome.sentence}" if outcome.sentence else None
+        return _ran(canonical, grant, "approved", output, approval=pending.id, reason=said)
+
+    async def _finish(self, request: proto.ToolRequest, decided: _Decided) -> ToolResponse:
+        response = ToolResponse(
+            call_id=request.call.id,
+            status=decided.status,
+            content=decided.content,
+            label=decided.label,
+        )
+        try:
+            proto.encode_frame(response)
+        except proto.FrameTooLarge as exc:
+            too_large = f"the result of {request.call.name} is too large to pass on ({exc})"
+            decided = dataclasses.replace(decided, status="error", content=too_large)
+            response = ToolResponse(
+                call_id=request.call.id, status="error", content=too_large, label=decided.label
+            )
+        now = utc_now()
+        reason = decided.reason
+        if reason is None and decided.status != "ok":
+            reason = decided.content[:_MAX_REASON_CHARS]
+        record = AuditRecord(
+            time=iso_time(now),
+            session=request.session,
+            call=request.call.id,
+            tool=request.call.name,
+            arguments=decided.arguments,
+            grant=decided.grant.name if decided.grant else None,
+            grant_sha256=decided.grant.grant_sha256 if decided.grant else None,
+            decision=decided.decision,
+            approval=decided.approval,
+            label=decided.label,
+            status=decided.status,
+            reason=reason,
+        )
+        try:
+            await self.audit.append(record, now)
+        except OSError as exc:
+            log.error("the audit record of call %s could not be written: %s", request.call.id, exc)
+        log.info(
+            "%s %s call %s in session %s: %s",
+            decided.decision,
+            request.call.name,
+            request.call.id,
+            request.session,
+            decided.status,
+        )
+        return response
+
+
+def _ran(
+    canonical: str,
+    grant: Grant,
+    decision: Decision,
+    output: RunOutput,
+    *,
+    approval: str | None = None,
+    reason: str | None = None,
+) -> _Decided:
+    assert output.label is not None  # run_call always labels
+    return _Decided(
+        canonical, grant, decision, output.status, output.content, output.label, approval, reason
+    )

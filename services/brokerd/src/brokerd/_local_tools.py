@@ -1,0 +1,209 @@
+"""The local runtime: `read_file`, `list_dir` and `http_fetch`, run in-process with caps.
+
+A path is resolved with every symlink followed and must then match the grant's `paths`;
+the file is opened without following a final symlink, and the path of what was actually
+opened (from /proc/self/fd) is checked again, so a symlink swapped in between leads
+nowhere. File system work runs in a worker thread under a deadline; http_fetch is
+`_fetch`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import stat
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
+
+import trio
+
+from proto import Class, Label
+
+from ._approvals import format_duration
+from ._arguments import HttpFetchArgs, ListDirArgs, ReadFileArgs
+from ._fetch import check_url, http_fetch
+from ._grants import Grant
+from ._paths import inside
+from ._runtimes import Call, RunOutput
+
+__all__ = ["LOCAL_TOOLS", "LocalLimits", "LocalRuntime"]
+
+T = TypeVar("T")
+
+LOCAL_TOOLS = frozenset({"read_file", "list_dir", "http_fetch"})
+
+FETCHED = Label(class_=Class.public, untrusted=True)
+"""A fetched page is untrusted whatever its grant says: it is where injected text comes from."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalLimits:
+    """The caps of the local tools."""
+
+    read_max_bytes: int = 256 * 1024
+    list_max_entries: int = 1000
+    file_timeout_s: float = 10.0
+    fetch_max_bytes: int = 1 << 20
+    fetch_timeout_s: float = 10.0
+    fetch_max_redirects: int = 5
+
+
+class LocalRuntime:
+    """Runs the three local tools; refuses any other."""
+
+    def __init__(self, limits: LocalLimits | None = None) -> None:
+        self.limits = limits or LocalLimits()
+
+    async def check(self, call: Call, grant: Grant) -> RunOutput | None:
+        """Refuse what cannot run before the owner is asked: a path or URL outside the grant."""
+        value = call.arguments.value
+        if isinstance(value, ReadFileArgs | ListDirArgs):
+            refusal = await self._in_thread(call.tool, partial(_resolve, value.path, grant))
+            return refusal if isinstance(refusal, RunOutput) else None
+        if isinstance(value, HttpFetchArgs):
+            checked = check_url(value.url, grant.hosts, grant.name)
+            return checked if isinstance(checked, RunOutput) else None
+        return _no_such_tool(call.tool)
+
+    async def run(self, call: Call, grant: Grant, approval: str | None) -> RunOutput:
+        """Run the call; every check is made again, now."""
+        value = call.arguments.value
+        limits = self.limits
+        if isinstance(value, ReadFileArgs):
+            return await self._in_thread(call.tool, partial(_read_file, value.path, grant, limits))
+        if isinstance(value, ListDirArgs):
+            return await self._in_thread(call.tool, partial(_list_dir, value.path, grant, limits))
+        if isinstance(value, HttpFetchArgs):
+            with trio.move_on_after(limits.fetch_timeout_s):
+                output = await http_fetch(
+                    value.url,
+                    grant,
+                    max_bytes=limits.fetch_max_bytes,
+                    max_redirects=limits.fetch_max_redirects,
+                )
+                return dataclasses.replace(output, label=FETCHED)
+            waited = format_duration(limits.fetch_timeout_s)
+            return RunOutput("error", f"http_fetch gave up after {waited}", FETCHED)
+        return _no_such_tool(call.tool)
+
+    async def _in_thread(self, tool: str, work: Callable[[], T]) -> T | RunOutput:
+        with trio.move_on_after(self.limits.file_timeout_s):
+            return await trio.to_thread.run_sync(work, abandon_on_cancel=True)
+        return RunOutput(
+            "error", f"{tool} gave up after {format_duration(self.limits.file_timeout_s)}"
+        )
+
+
+def _no_such_tool(tool: str) -> RunOutput:
+    return RunOutput(
+        "error", f"the local runtime has no tool {tool!r} (it runs read_file, list_dir, http_fetch)"
+    )
+
+
+def _resolve(path: str, grant: Grant) -> str | RunOutput:
+    """The path with every symlink resolved, if it lies inside the grant's paths."""
+    if "\0" in path:
+        return RunOutput("error", "the path contains a NUL character")
+    if not path.startswith("/"):
+        return RunOutput("error", f"the path must be absolute, got {path!r}")
+    try:
+        real = os.path.realpath(path)
+    except OSError as exc:
+        return RunOutput("error", f"cannot resolve {path!r}: {exc.strerror}")
+    if not inside(real, grant.paths):
+        return RunOutput("denied", f"{path!r} is outside the paths granted by {grant.name}")
+    return real
+
+
+def _open_inside(path: str, grant: Grant, flags: int) -> int | RunOutput:
+    """Open a path inside the grant, or say why not; the caller closes the descriptor."""
+    real = _resolve(path, grant)
+    if isinstance(real, RunOutput):
+        return real
+    try:
+        fd = os.open(real, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:
+        return RunOutput("error", f"no such file or directory: {path!r}")
+    except NotADirectoryError:
+        return RunOutput("error", f"{path!r} is not a directory; use read_file")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return RunOutput("denied", f"{path!r} changed while it was being opened")
+        return RunOutput("error", f"cannot open {path!r}: {exc.strerror}")
+    try:
+        opened = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError as exc:
+        os.close(fd)
+        return RunOutput("error", f"cannot check what {path!r} is: {exc.strerror}")
+    if not inside(opened, grant.paths):
+        os.close(fd)
+        return RunOutput("denied", f"{path!r} is outside the paths granted by {grant.name}")
+    return fd
+
+
+def _read_file(path: str, grant: Grant, limits: LocalLimits) -> RunOutput:
+    fd = _open_inside(path, grant, os.O_RDONLY)
+    if isinstance(fd, RunOutput):
+        return fd
+    cap = limits.read_max_bytes
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            return RunOutput("error", f"{path!r} is a directory; use list_dir")
+        if not stat.S_ISREG(mode):
+            return RunOutput("error", f"{path!r} is not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap and (chunk := os.read(fd, cap + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        return RunOutput("error", f"cannot read {path!r}: {exc.strerror}")
+    finally:
+        os.close(fd)
+    if size > cap:
+        return RunOutput("error", f"{path!r} is larger than {cap:,} bytes; read_file stops there")
+    try:
+        return RunOutput("ok", b"".join(chunks).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return RunOutput("error", f"{path!r} is not UTF-8 text (byte {exc.start})")
+
+
+def _list_dir(path: str, grant: Grant, limits: LocalLimits) -> RunOutput:
+    fd = _open_inside(path, grant, os.O_RDONLY | os.O_DIRECTORY)
+    if isinstance(fd, RunOutput):
+        return fd
+    lines: list[str] = []
+    try:
+        with os.scandir(fd) as found:
+            listed = sorted(found, key=lambda e: e.name)
+        for entry in listed[: limits.list_max_entries]:
+            name = _show(entry.name)
+            if entry.is_symlink():
+                lines.append(f"{name}@")
+            elif entry.is_dir(follow_symlinks=False):
+                lines.append(f"{name}/")
+            elif entry.is_file(follow_symlinks=False):
+                size = entry.stat(follow_symlinks=False).st_size
+                lines.append(f"{name} ({size:,} bytes)")
+            else:
+                lines.append(f"{name} (not a file)")
+    except OSError as exc:
+        return RunOutput("error", f"cannot list {path!r}: {exc.strerror}")
+    finally:
+        os.close(fd)
+    if not listed:
+        return RunOutput("ok", f"{path}: empty")
+    more = len(listed) - limits.list_max_entries
+    if more > 0:
+        lines.append(f"… and {more:,} more")
+    return RunOutput("ok", f"{path}: {len(listed):,} entries\n" + "\n".join(lines))
+
+
+def _show(name: str) -> str:
+    # A file name may hold a newline or a control character: quoted, it cannot pose as
+    # another line of the listing.
+    return name if name.isprintable() else json.dumps(name, ensure_ascii=False)

@@ -1,0 +1,124 @@
+"""brokerd's two sockets and what each request does (ARCHITECTURE §3, §5).
+
+loop-broker (loopd): `tool_request` → (`approval_pending`) → `tool_response`.
+owner-broker (bxctl): `approvals_list`, `approval_decide`, `grants_list`, `audit_verify`.
+Approvals are reachable from the owner's socket only.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import trio
+
+import proto
+from proto import (
+    ApprovalDecide,
+    Approvals,
+    ApprovalsList,
+    AuditVerified,
+    AuditVerify,
+    Connection,
+    Grants,
+    GrantsList,
+    Message,
+    Ok,
+    ServiceError,
+    ToolRequest,
+)
+
+from . import _approvals
+from ._audit import Audit
+from ._config import Settings
+from ._decide import Decider
+from ._grants import GrantSet, load_grants
+from ._local_tools import LocalLimits, LocalRuntime
+from ._runtimes import CompositeRuntime, MemoryRuntime, RefusingRuntime, Runtime
+
+__all__ = ["GRANTS_INVALID", "Brokerd", "configured_runtime"]
+
+log = logging.getLogger("brokerd")
+
+GRANTS_INVALID = "grants-invalid"
+"""The runbook entry for grant files that failed to load."""
+
+
+def configured_runtime(settings: Settings, limits: LocalLimits | None = None) -> Runtime:
+    """The composite runtime: memoryd for recall and memory, `[runtime] kind` for the rest."""
+    other: Runtime = LocalRuntime(limits) if settings.runtime == "local" else RefusingRuntime()
+    memory = MemoryRuntime(settings.memory_socket, call_timeout_s=settings.memory_call_timeout_s)
+    return CompositeRuntime(memory, other)
+
+
+class Brokerd:
+    """The role: owns grants/, audit/ and the pending approvals; serves loopd and the owner."""
+
+    def __init__(self, settings: Settings, runtime: Runtime | None = None) -> None:
+        self.settings = settings
+        self.audit = Audit(settings.audit_dir)
+        self.approvals = _approvals.Approvals(settings.approval_timeout_s)
+        self.grants = GrantSet(by_tool={})
+        self.runtime = runtime or configured_runtime(settings)
+        self.decider = Decider(self.grants, self.approvals, self.audit, self.runtime)
+
+    def prepare(self) -> None:
+        """Open the audit log and load the grants; blocking, before serving.
+
+        Raises:
+            OSError: the audit directory cannot be created or read.
+        """
+        self.audit.open()
+        self.grants = load_grants(self.settings.grants_dir)
+        self.decider.grants = self.grants
+        for problem in self.grants.problems:
+            log.warning(
+                "grant %s not loaded: %s (runbook: %s)",
+                problem.file,
+                problem.message,
+                GRANTS_INVALID,
+            )
+
+    async def start(self, work: trio.Nursery, shutdown: trio.Event) -> str:
+        """Serve both sockets in `work` until `shutdown`; return a status line."""
+        s = self.settings
+        serve = partial(proto.serve_unix, shutdown=shutdown, read_timeout_s=s.read_timeout_s)
+        await work.start(partial(serve, proto.LOOP_BROKER, s.loop_socket, self.handle_loop))
+        await work.start(partial(serve, proto.OWNER_BROKER, s.admin_socket, self.handle_owner))
+        work.start_soon(self._withdraw_on_shutdown, shutdown)
+        grants = len(self.grants.by_tool)
+        problems = len(self.grants.problems)
+        return f"serving {s.home}: {grants} grants, {problems} grant problems, runtime {s.runtime}"
+
+    async def _withdraw_on_shutdown(self, shutdown: trio.Event) -> None:
+        await shutdown.wait()
+        self.approvals.withdraw_all()
+
+    async def handle_loop(self, request: Message, conn: Connection) -> Message:
+        """tool_request → approval_pending (for ask) → tool_response."""
+        assert isinstance(request, ToolRequest)  # the socket's allow-list
+        return await self.decider.decide(request, conn)
+
+    async def handle_owner(self, request: Message, conn: Connection) -> Message:
+        """approvals_list, approval_decide, grants_list, audit_verify."""
+        if isinstance(request, ApprovalsList):
+            return Approvals(pending=self.approvals.pending())
+        if isinstance(request, ApprovalDecide):
+            try:
+                self.approvals.decide(request.id, approve=request.approve, reason=request.reason)
+            except (_approvals.UnknownApproval, _approvals.AlreadyDecided) as exc:
+                raise ServiceError(exc.code, str(exc)) from None
+            return Ok()
+        if isinstance(request, GrantsList):
+            return Grants(grants=self.grants.infos(), problems=list(self.grants.problems))
+        if isinstance(request, AuditVerify):
+            try:
+                verdict = await self.audit.verify()
+            except OSError as exc:
+                raise ServiceError(
+                    "audit-unreadable", f"the audit log cannot be read: {exc}"
+                ) from None
+            return AuditVerified(
+                records=verdict.records, ok=verdict.broken_at is None, broken_at=verdict.broken_at
+            )
+        raise AssertionError(f"unroutable {request!r}")  # the socket's allow-list prevents it

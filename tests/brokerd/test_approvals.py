@@ -1,0 +1,223 @@
+"""Pending approvals: decided, timed out, raced, abandoned by loopd, withdrawn."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+import trio
+import trio.testing
+
+from brokerd._approvals import (
+    UNTRUSTED_SESSION,
+    AlreadyDecided,
+    Approvals,
+    Outcome,
+    UnknownApproval,
+    describe,
+    format_duration,
+)
+from proto import Class, Label, PendingApproval
+
+CAP_S = 5
+
+
+def pending(approvals: Approvals, taint: Label | None = None) -> PendingApproval:
+    return PendingApproval(
+        id=approvals.new_id(),
+        session="chat-abcdefghijklmnop",
+        tool="memory",
+        arguments="{}",
+        taint=taint or Label(),
+        time="2026-09-24T20:14:03Z",
+    )
+
+
+async def never() -> None:
+    await trio.sleep_forever()
+
+
+async def nothing() -> None:
+    pass
+
+
+async def wait_in_background(
+    nursery: trio.Nursery,
+    approvals: Approvals,
+    approval: PendingApproval,
+    peer_gone: Callable[[], Awaitable[None]] = never,
+) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+
+    async def waiter() -> None:
+        outcomes.append(await approvals.wait(approval, announce=nothing, peer_gone=peer_gone))
+
+    nursery.start_soon(waiter)
+    await trio.testing.wait_all_tasks_blocked()
+    return outcomes
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(900, "15 min"), (60, "1 min"), (3600, "60 min"), (90, "90 s"), (0.5, "0.5 s")],
+)
+def test_durations(seconds: float, shown: str) -> None:
+    assert format_duration(seconds) == shown
+
+
+def test_ids_are_short_and_distinct() -> None:
+    approvals = Approvals(900)
+    ids = {approvals.new_id() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(len(i) == 9 and i.startswith("ap-") for i in ids)
+
+
+def test_the_log_line_shows_an_untrusted_session() -> None:
+    approvals = Approvals(900)
+    shown = describe(pending(approvals, Label(class_=Class.private, untrusted=True)))
+    assert shown.endswith(f"(taint private · untrusted); {UNTRUSTED_SESSION}")
+    assert UNTRUSTED_SESSION == "this session has seen untrusted content"
+    assert UNTRUSTED_SESSION not in describe(pending(approvals))
+
+
+async def test_the_owner_approves(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    approvals = Approvals(900)
+    first, second = pending(approvals), pending(approvals)
+    outcomes = await wait_in_background(nursery, approvals, first)
+    await wait_in_background(nursery, approvals, second)
+    assert approvals.pending() == [first, second]
+    approvals.decide(first.id, approve=True, reason="fine")
+    await trio.testing.wait_all_tasks_blocked()
+    assert outcomes == [Outcome(True, "owner", "fine")]
+    assert approvals.pending() == [second]
+    with pytest.raises(AlreadyDecided, match="already settled: the owner approved it"):
+        approvals.decide(first.id, approve=False, reason=None)
+
+
+async def test_the_owner_denies(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    approvals = Approvals(900)
+    approval = pending(approvals)
+    outcomes = await wait_in_background(nursery, approvals, approval)
+    approvals.decide(approval.id, approve=False, reason="not now")
+    await trio.testing.wait_all_tasks_blocked()
+    assert outcomes == [Outcome(False, "owner", "the owner denied this call: not now")]
+
+
+async def test_an_unknown_id_is_an_error() -> None:
+    with pytest.raises(UnknownApproval, match="no pending approval 'ap-nothing'"):
+        Approvals(900).decide("ap-nothing", approve=True, reason=None)
+
+
+async def test_the_timeout_denies(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    approvals = Approvals(900)
+    approval = pending(approvals)
+    outcomes = await wait_in_background(nursery, approvals, approval)
+    await trio.sleep(899)
+    assert approvals.pending() == [approval]
+    await trio.sleep(2)
+    assert outcomes == [Outcome(False, "timeout", "approval timed out after 15 min")]
+    assert approvals.pending() == []
+    with pytest.raises(AlreadyDecided, match="already settled: it timed out"):
+        approvals.decide(approval.id, approve=True, reason=None)
+
+
+@pytest.mark.parametrize("offset", [-1e-9, 0.0, 1e-9])
+def test_a_decision_racing_the_timeout_has_one_outcome(offset: float) -> None:
+    # The owner decides just before, exactly at, or just after the deadline. Whichever
+    # settles first wins, and the owner is told the truth: "ok" only if it counted.
+    answered: list[str] = []
+    outcomes: list[Outcome] = []
+
+    async def main() -> None:
+        approvals = Approvals(900)
+        approval = pending(approvals)
+
+        async def waiter() -> None:
+            outcomes.append(await approvals.wait(approval, announce=nothing, peer_gone=never))
+
+        async def owner() -> None:
+            await trio.sleep_until(trio.current_time() + 900 + offset)
+            try:
+                approvals.decide(approval.id, approve=True, reason=None)
+            except AlreadyDecided:
+                answered.append("already decided")
+            else:
+                answered.append("ok")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            nursery.start_soon(owner)
+        assert approvals.pending() == []
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert len(outcomes) == 1
+    assert (answered, outcomes[0].how) in ((["ok"], "owner"), (["already decided"], "timeout"))
+    if offset < 0:
+        assert outcomes[0].approved
+    if offset > 0:
+        assert answered == ["already decided"]
+
+
+async def test_loopd_disconnecting_removes_the_approval(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    approvals = Approvals(900)
+    approval = pending(approvals)
+    gone = trio.Event()
+    outcomes = await wait_in_background(nursery, approvals, approval, peer_gone=gone.wait)
+    assert approvals.pending() == [approval]
+    gone.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert approvals.pending() == []
+    assert outcomes == [
+        Outcome(False, "disconnected", "loopd disconnected while the approval was pending")
+    ]
+    with pytest.raises(AlreadyDecided, match="its loopd disconnected"):
+        approvals.decide(approval.id, approve=True, reason=None)
+
+
+async def test_shutdown_withdraws_every_approval(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    approvals = Approvals(900)
+    waits = [await wait_in_background(nursery, approvals, pending(approvals)) for _ in range(3)]
+    approvals.withdraw_all()
+    await trio.testing.wait_all_tasks_blocked()
+    assert approvals.pending() == []
+    assert [o[0].how for o in waits] == ["shutdown"] * 3
+    late = await approvals.wait(pending(approvals), announce=nothing, peer_gone=never)
+    assert late == Outcome(
+        False, "shutdown", "brokerd is shutting down; the approval was withdrawn"
+    )
+
+
+async def test_a_cancelled_wait_leaves_nothing_pending(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    approvals = Approvals(900)
+    approval = pending(approvals)
+    with trio.move_on_after(10):
+        await approvals.wait(approval, announce=nothing, peer_gone=never)
+    assert approvals.pending() == []
+
+
+async def test_the_approval_is_listed_before_it_is_announced() -> None:
+    approvals = Approvals(900)
+    approval = pending(approvals)
+    listed: list[list[PendingApproval]] = []
+
+    async def announce() -> None:
+        listed.append(approvals.pending())
+        raise trio.BrokenResourceError  # loopd left before it heard of the approval
+
+    with trio.fail_after(CAP_S):
+        outcome = await approvals.wait(approval, announce=announce, peer_gone=never)
+    assert listed == [[approval]]
+    assert outcome.how == "disconnected"
+    assert approvals.pending() == []

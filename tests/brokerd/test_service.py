@@ -1,0 +1,499 @@
+"""brokerd in-process over real Unix sockets: decisions, approvals, audit, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+import trio
+
+import proto
+from brokerd import Brokerd, Settings
+from brokerd._runtimes import CompositeRuntime, MemoryRuntime, RunOutput
+from brokerd._service import configured_runtime
+from proto import (
+    ApprovalDecide,
+    ApprovalPending,
+    Approvals,
+    ApprovalsList,
+    AuditVerified,
+    AuditVerify,
+    Class,
+    Grants,
+    GrantsList,
+    Label,
+    Message,
+    Ok,
+    ToolCall,
+    ToolRequest,
+    ToolResponse,
+)
+
+CAP_S = 10
+SESSION = "chat-abcdefghijklmnop"
+UNTRUSTED = Label(class_=Class.private, untrusted=True)
+M = TypeVar("M", bound=Message)
+
+
+def grant(tool: str, mode: str, *, max_taint: str = "private", extra: str = "") -> str:
+    return (
+        f'tool = "{tool}"\nmode = "{mode}"\nmax_taint = "{max_taint}"\n'
+        f'result_class = "private"\nuntrusted = false\n{extra}'
+    )
+
+
+def request(tool: str, args: Any, *, call: str = "c1", taint: Label | None = None) -> ToolRequest:
+    raw = args if isinstance(args, str) else json.dumps(args)
+    return ToolRequest(
+        session=SESSION, call=ToolCall(id=call, name=tool, arguments=raw), taint=taint or Label()
+    )
+
+
+def audit_records(home: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for path in sorted((home / "audit").glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+
+
+class Broker:
+    """A started brokerd and the conversations a test has with it."""
+
+    def __init__(self, role: Brokerd, shutdown: trio.Event) -> None:
+        self.role = role
+        self.settings = role.settings
+        self.shutdown = shutdown
+
+    async def call(self, req: ToolRequest) -> list[Message]:
+        with trio.fail_after(CAP_S):
+            async with proto.open_call(self.settings.loop_socket, req) as conversation:
+                return [frame async for frame in conversation]
+
+    async def answer(self, req: ToolRequest) -> ToolResponse:
+        frames = await self.call(req)
+        assert len(frames) == 1, frames
+        assert isinstance(frames[0], ToolResponse)
+        return frames[0]
+
+    async def owner(self, req: Message, expect: type[M]) -> M:
+        with trio.fail_after(CAP_S):
+            return await proto.call(self.settings.admin_socket, req, expect)
+
+    async def pending(self) -> list[proto.PendingApproval]:
+        return (await self.owner(ApprovalsList(), Approvals)).pending
+
+    async def ask(self, nursery: trio.Nursery, req: ToolRequest) -> Asked:
+        """Send `req` as loopd in the background; return once brokerd announced its approval."""
+        asked = Asked()
+
+        async def loopd() -> None:
+            with trio.fail_after(CAP_S):
+                async with proto.open_call(self.settings.loop_socket, req) as conversation:
+                    async for frame in conversation:
+                        asked.frames.append(frame)
+                        if isinstance(frame, ApprovalPending):
+                            asked.announced.set()
+            asked.done.set()
+
+        nursery.start_soon(loopd)
+        with trio.fail_after(CAP_S):
+            await asked.announced.wait()
+        return asked
+
+
+class Asked:
+    """The frames brokerd sent for one `ask` call, as they arrive."""
+
+    def __init__(self) -> None:
+        self.frames: list[Message] = []
+        self.announced = trio.Event()
+        self.done = trio.Event()
+
+    @property
+    def approval(self) -> proto.PendingApproval:
+        first = self.frames[0]
+        assert isinstance(first, ApprovalPending)
+        return first.approval
+
+    async def reply(self) -> ToolResponse:
+        with trio.fail_after(CAP_S):
+            await self.done.wait()
+        assert len(self.frames) == 2, self.frames
+        assert isinstance(self.frames[1], ToolResponse)
+        return self.frames[1]
+
+
+@pytest.fixture
+def notes(home: Path) -> Path:
+    folder = home.parent / "notes"
+    folder.mkdir(parents=True)
+    (folder / "q3.txt").write_text("launch on Thursday")
+    return folder
+
+
+async def start(
+    nursery: trio.Nursery, settings: Settings, runtime: Any = None, **grants: str
+) -> Broker:
+    (settings.home / "grants").mkdir(parents=True, exist_ok=True)
+    for name, text in grants.items():
+        (settings.home / "grants" / f"{name}.toml").write_text(text)
+    role = Brokerd(settings, runtime)
+    role.prepare()
+    shutdown = trio.Event()
+    with trio.fail_after(CAP_S):
+        await role.start(nursery, shutdown)
+    return Broker(role, shutdown)
+
+
+@pytest.fixture
+async def broker(nursery: trio.Nursery, settings: Settings, notes: Path) -> Broker:
+    paths = f'[constraints]\npaths = ["{notes}/**"]\n'
+    return await start(
+        nursery,
+        settings,
+        files=grant("list_dir", "auto", extra=paths),
+        notes=grant("read_file", "ask", extra=paths),
+        shell=grant("shell", "deny"),
+        broken=grant("shell2", "sometimes"),
+    )
+
+
+async def test_auto_runs_and_is_audited(broker: Broker, notes: Path, home: Path) -> None:
+    reply = await broker.answer(request("list_dir", {"path": str(notes)}))
+    assert reply.status == "ok"
+    assert reply.content == f"{notes}: 1 entries\nq3.txt (18 bytes)"
+    assert reply.label == Label(class_=Class.private)
+    (record,) = audit_records(home)
+    assert record["decision"] == "auto"
+    assert record["grant"] == "files"
+    assert record["arguments"] == json.dumps({"path": str(notes)}, separators=(",", ":"))
+    assert record["status"] == "ok"
+    assert record["reason"] is None
+
+
+@pytest.mark.parametrize(
+    ("req", "status", "content", "decision"),
+    [
+        (request("web_search", {"q": "x"}), "denied", "no grant for web_search", "denied"),
+        (request("shell", {"cmd": "ls"}), "denied", "the grant shell denies shell", "denied"),
+        (request("shell2", {}), "denied", "no grant for shell2", "denied"),
+        (
+            request("list_dir", {"path": "/"}, taint=Label(class_=Class.secret)),
+            "denied",
+            "this session has seen secret content; the grant files allows list_dir only up to "
+            "private",
+            "denied",
+        ),
+        (
+            request("list_dir", {"path": "/etc"}),
+            "denied",
+            "'/etc' is outside the paths granted by files",
+            "denied",
+        ),
+        (
+            request("read_file", {"path": "../../etc/passwd"}),
+            "error",
+            "the path must be absolute, got '../../etc/passwd'",
+            "refused",
+        ),
+        (request("recall", "launch window"), "error", "recall arguments are not JSON", "refused"),
+        (
+            request("memory", {"action": "add"}),
+            "error",
+            "memory arguments: object missing",
+            "refused",
+        ),
+        (request("Bad Tool", {}), "error", "'Bad Tool' is not a tool name", "refused"),
+    ],
+)
+async def test_refusals_say_exactly_why_and_nothing_is_asked(
+    broker: Broker, home: Path, req: ToolRequest, status: str, content: str, decision: str
+) -> None:
+    reply = await broker.answer(req)
+    assert (reply.status, reply.call_id) == (status, "c1")
+    assert reply.content.startswith(content)
+    (record,) = audit_records(home)
+    assert (record["decision"], record["status"], record["tool"]) == (
+        decision,
+        status,
+        req.call.name,
+    )
+    assert record["reason"] == reply.content
+    assert await broker.pending() == []
+    # brokerd keeps serving
+    after = await broker.answer(
+        request("list_dir", {"path": str(broker.settings.home.parent / "notes")})
+    )
+    assert after.status == "ok"
+
+
+async def test_ask_waits_for_the_owner_then_runs(
+    nursery: trio.Nursery, broker: Broker, notes: Path, home: Path
+) -> None:
+    req = request("read_file", {"path": f"{notes}/q3.txt"}, taint=UNTRUSTED)
+    asked = await broker.ask(nursery, req)
+    (listed,) = await broker.pending()
+    assert listed == asked.approval
+    assert listed.session == SESSION
+    assert listed.tool == "read_file"
+    assert listed.taint == UNTRUSTED
+    assert listed.arguments == proto.escape(f'{{"path":"{notes}/q3.txt"}}')
+    assert audit_records(home) == []
+    assert await broker.owner(ApprovalDecide(id=listed.id, approve=True), Ok) == Ok()
+    reply = await asked.reply()
+    assert (reply.status, reply.content) == ("ok", "launch on Thursday")
+    (record,) = audit_records(home)
+    assert (record["decision"], record["approval"], record["status"]) == (
+        "approved",
+        listed.id,
+        "ok",
+    )
+    with pytest.raises(proto.RemoteError) as again:
+        await broker.owner(ApprovalDecide(id=listed.id, approve=False), Ok)
+    assert again.value.code == "already-decided"
+    assert (
+        again.value.error.message
+        == f"approval {listed.id} was already settled: the owner approved it"
+    )
+
+
+async def test_the_owner_denies(
+    nursery: trio.Nursery, broker: Broker, notes: Path, home: Path
+) -> None:
+    asked = await broker.ask(nursery, request("read_file", {"path": f"{notes}/q3.txt"}))
+    listed = asked.approval
+    await broker.owner(ApprovalDecide(id=listed.id, approve=False, reason="not today"), Ok)
+    reply = await asked.reply()
+    assert (reply.status, reply.content) == ("denied", "the owner denied this call: not today")
+    (record,) = audit_records(home)
+    assert (record["decision"], record["status"], record["approval"]) == (
+        "denied",
+        "denied",
+        listed.id,
+    )
+
+
+async def test_an_unknown_approval_is_an_error(broker: Broker) -> None:
+    with pytest.raises(proto.RemoteError) as unknown:
+        await broker.owner(ApprovalDecide(id="ap-zzzzzz", approve=True), Ok)
+    assert (unknown.value.code, unknown.value.error.message) == (
+        "unknown-approval",
+        "no pending approval 'ap-zzzzzz'",
+    )
+
+
+async def test_the_approval_times_out(
+    nursery: trio.Nursery, settings: Settings, notes: Path
+) -> None:
+    quick = dataclasses.replace(settings, approval_timeout_s=0.2)
+    broker = await start(
+        nursery,
+        quick,
+        notes=grant("read_file", "ask", extra=f'[constraints]\npaths = ["{notes}/**"]\n'),
+    )
+    frames = await broker.call(request("read_file", {"path": f"{notes}/q3.txt"}))
+    reply = frames[-1]
+    assert isinstance(reply, ToolResponse)
+    assert (reply.status, reply.content) == ("denied", "approval timed out after 0.2 s")
+    assert await broker.pending() == []
+    assert audit_records(quick.home)[0]["reason"] == "approval timed out after 0.2 s"
+
+
+async def test_loopd_disconnecting_withdraws_the_approval(
+    broker: Broker, notes: Path, home: Path
+) -> None:
+    with trio.fail_after(CAP_S):
+        async with proto.open_call(
+            broker.settings.loop_socket, request("read_file", {"path": f"{notes}/q3.txt"})
+        ) as conversation:
+            first = await conversation.receive()
+            assert isinstance(first, ApprovalPending)
+            assert len(await broker.pending()) == 1
+    # brokerd notices the closed connection on its own; only asking shows it.
+    with trio.fail_after(CAP_S):
+        while await broker.pending() or not audit_records(home):  # noqa: ASYNC110
+            await trio.sleep(0.005)
+    (record,) = audit_records(home)
+    assert (record["decision"], record["approval"]) == ("denied", first.approval.id)
+    assert record["reason"] == "loopd disconnected while the approval was pending"
+    with pytest.raises(proto.RemoteError) as late:
+        await broker.owner(ApprovalDecide(id=first.approval.id, approve=True), Ok)
+    assert late.value.code == "already-decided"
+
+
+async def test_shutdown_withdraws_pending_approvals(
+    nursery: trio.Nursery, broker: Broker, notes: Path
+) -> None:
+    asked = await broker.ask(nursery, request("read_file", {"path": f"{notes}/q3.txt"}))
+    broker.shutdown.set()
+    reply = await asked.reply()
+    assert reply.content == "brokerd is shutting down; the approval was withdrawn"
+
+
+async def test_arguments_are_shown_escaped_and_run_as_approved(
+    nursery: trio.Nursery, settings: Settings, home: Path
+) -> None:
+    runtime = configured_runtime(settings)
+    broker = await start(nursery, settings, runtime)
+    text = "**@channel** <b>hi</b>\u202e"
+    raw = '{"action": "add", "file": "memory", "text": "' + text.replace("\u202e", "\\u202e") + '"}'
+    asked = await broker.ask(nursery, request("memory", raw))
+    listed = asked.approval
+    canonical = json.dumps(
+        {"action": "add", "file": "memory", "text": text},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    assert proto.unescape(listed.arguments) == canonical
+    assert "@channel" not in listed.arguments.replace("\\@", "")
+    assert "\u202e" not in listed.arguments
+    await broker.owner(ApprovalDecide(id=listed.id, approve=True), Ok)
+    reply = await asked.reply()
+    assert reply.content == (
+        "memoryd is unreachable, so memory did not run; try again later "
+        "(runbook: memoryd-unreachable)"
+    )
+    (record,) = audit_records(home)
+    assert (record["arguments"], record["decision"], record["status"]) == (
+        canonical,
+        "approved",
+        "error",
+    )
+
+
+async def test_the_refusing_runtime_asks_nobody(
+    nursery: trio.Nursery, settings: Settings, notes: Path
+) -> None:
+    refusing = dataclasses.replace(settings, runtime="refusing")
+    broker = await start(
+        nursery,
+        refusing,
+        notes=grant("read_file", "ask", extra=f'[constraints]\npaths = ["{notes}/**"]\n'),
+    )
+    reply = await broker.answer(request("read_file", {"path": f"{notes}/q3.txt"}))
+    assert reply.status == "error"
+    assert reply.content.startswith("this brokerd runs no tools but recall and memory")
+    assert audit_records(refusing.home)[0]["decision"] == "refused"
+
+
+class HugeRuntime:
+    async def check(self, call: Any, grant: Any) -> RunOutput | None:
+        return None
+
+    async def run(self, call: Any, grant: Any, approval: str | None) -> RunOutput:
+        return RunOutput("ok", "x" * (proto.MAX_FRAME + 1))
+
+
+async def test_a_result_too_large_for_a_frame_is_an_error(
+    nursery: trio.Nursery, settings: Settings
+) -> None:
+    runtime = CompositeRuntime(
+        MemoryRuntime(settings.memory_socket, call_timeout_s=1), HugeRuntime()
+    )
+    broker = await start(nursery, settings, runtime, big=grant("big", "auto"))
+    reply = await broker.answer(request("big", {}))
+    assert reply.status == "error"
+    assert reply.content.startswith("the result of big is too large to pass on (frame of")
+    assert audit_records(settings.home)[0]["status"] == "error"
+
+
+async def test_approvals_are_reachable_from_the_owner_socket_only(broker: Broker) -> None:
+    for path, req in (
+        (broker.settings.loop_socket, ApprovalsList()),
+        (broker.settings.loop_socket, ApprovalDecide(id="ap-abcdef", approve=True)),
+        (broker.settings.loop_socket, AuditVerify()),
+        (broker.settings.admin_socket, request("list_dir", {"path": "/"})),
+    ):
+        with trio.fail_after(CAP_S), pytest.raises(proto.RemoteError) as wrong:
+            await proto.call(path, req, Ok)
+        assert wrong.value.code == "wrong-socket"
+
+
+async def test_grants_list_shows_grants_and_problems(broker: Broker) -> None:
+    listed = await broker.owner(GrantsList(), Grants)
+    assert [g.name for g in listed.grants] == [
+        "builtin-memory",
+        "builtin-recall",
+        "files",
+        "notes",
+        "shell",
+    ]
+    assert [(p.file, p.message) for p in listed.problems] == [
+        ("broken.toml", "invalid enum value 'sometimes' - at `$.mode`")
+    ]
+
+
+async def test_audit_verify_over_the_owner_socket(broker: Broker, notes: Path, home: Path) -> None:
+    for i in range(3):
+        await broker.answer(request("list_dir", {"path": str(notes)}, call=f"c{i}"))
+    assert await broker.owner(AuditVerify(), AuditVerified) == AuditVerified(records=3, ok=True)
+    path = next((home / "audit").glob("*.jsonl"))
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"call":"c1"', b'"call":"c9"')
+    path.write_bytes(b"".join(lines))
+    verdict = await broker.owner(AuditVerify(), AuditVerified)
+    assert (verdict.ok, verdict.records) == (False, 3)
+    assert verdict.broken_at is not None
+    assert verdict.broken_at.startswith(
+        f"{path.name} line 2: its sha256 is not the prev of {path.name} line 3"
+    )
+
+
+async def test_a_loopd_sent_approval_is_ignored(
+    nursery: trio.Nursery, broker: Broker, notes: Path
+) -> None:
+    req = msgspec.structs.replace(
+        request("read_file", {"path": f"{notes}/q3.txt"}), approval="ap-forged"
+    )
+    asked = await broker.ask(nursery, req)
+    assert asked.approval.id != "ap-forged"
+    await broker.owner(ApprovalDecide(id=asked.approval.id, approve=False), Ok)
+    assert (await asked.reply()).status == "denied"
+
+
+async def test_several_grants_for_a_tool_are_told_apart_by_their_paths(
+    nursery: trio.Nursery, settings: Settings, home: Path
+) -> None:
+    base = home.parent
+    for folder in ("docs", "notes", "both"):
+        (base / folder).mkdir()
+    broker = await start(
+        nursery,
+        settings,
+        docs=grant("list_dir", "auto", extra=f'[constraints]\npaths = ["{base}/docs/**"]\n'),
+        notes=grant("list_dir", "ask", extra=f'[constraints]\npaths = ["{base}/notes/**"]\n'),
+        wide=grant("list_dir", "deny", extra=f'[constraints]\npaths = ["{base}/both/**"]\n'),
+        wider=grant("list_dir", "auto", extra=f'[constraints]\npaths = ["{base}/both"]\n'),
+    )
+    docs = await broker.answer(request("list_dir", {"path": f"{base}/docs"}))
+    assert (docs.status, docs.content) == ("ok", f"{base}/docs: empty")
+    outside = await broker.answer(request("list_dir", {"path": "/etc"}))
+    assert outside.status == "denied"
+    assert outside.content == "; ".join(
+        f"'/etc' is outside the paths granted by {name}"
+        for name in ("docs", "notes", "wide", "wider")
+    )
+    overlap = await broker.answer(request("list_dir", {"path": f"{base}/both"}))
+    assert (overlap.status, overlap.content) == (
+        "denied",
+        "the grants wide and wider all admit this list_dir call; make their paths or hosts "
+        "disjoint (runbook: grants-invalid)",
+    )
+    relative = await broker.answer(request("list_dir", {"path": "docs"}))
+    assert (relative.status, relative.content) == ("error", "the path must be absolute, got 'docs'")
+    records = audit_records(home)
+    assert [(r["grant"], r["decision"]) for r in records] == [
+        ("docs", "auto"),
+        (None, "denied"),
+        (None, "denied"),
+        (None, "refused"),
+    ]
+    asked = await broker.ask(nursery, request("list_dir", {"path": f"{base}/notes"}))
+    await broker.owner(ApprovalDecide(id=asked.approval.id, approve=True), Ok)
+    assert (await asked.reply()).content == f"{base}/notes: empty"
+    assert audit_records(home)[-1]["grant"] == "notes"

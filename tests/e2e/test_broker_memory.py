@@ -1,0 +1,171 @@
+"""brokerd and memoryd as real processes: an owner-approved memory edit, end to end.
+
+A `memory` call from "loopd" (this test) waits at brokerd for the owner; the owner
+approves over brokerd's owner socket; memoryd applies the edit under the approval id;
+the audit chain verifies. A denied edit changes nothing. One tampered audit line is
+what `audit_verify` names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+import proto
+from proto import (
+    ApprovalDecide,
+    ApprovalPending,
+    Approvals,
+    ApprovalsList,
+    AuditVerified,
+    AuditVerify,
+    EditRecord,
+    MemoryHistory,
+    MemoryHistoryReply,
+    Message,
+    Ok,
+    ToolCall,
+    ToolRequest,
+    ToolResponse,
+)
+
+CAP_S = 20
+SESSION = "chat-e2ebrokermemory01"
+
+
+def start(role: str, config: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", role, "serve", "--config", os.fspath(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(path: Path, child: subprocess.Popen[str], role: str) -> None:
+    deadline = time.monotonic() + CAP_S
+    while not path.exists():
+        if child.poll() is not None:
+            raise AssertionError(f"{role} exited: {child.communicate()[1]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{role} did not start")
+        time.sleep(0.02)
+
+
+def stop(child: subprocess.Popen[str]) -> str:
+    child.send_signal(signal.SIGTERM)
+    _, stderr = child.communicate(timeout=CAP_S)
+    assert child.returncode == 0, stderr
+    return stderr
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """A home with memoryd and brokerd running on it; both stopped cleanly afterwards."""
+    base = Path(tempfile.mkdtemp(prefix="bx", dir="/tmp"))
+    home = base / "home"
+    (base / "soul.md").write_text("An end-to-end soul.\n")
+    (base / "memoryd.toml").write_text(f'[paths]\nhome = "{home}"\n')
+    (base / "brokerd.toml").write_text(f'[paths]\nhome = "{home}"\n')
+    memoryd = start("memoryd", base / "memoryd.toml")
+    brokerd: subprocess.Popen[str] | None = None
+    try:
+        wait_for(home / proto.BROKER_MEMORY.relative_path, memoryd, "memoryd")
+        brokerd = start("brokerd", base / "brokerd.toml")
+        wait_for(home / proto.OWNER_BROKER.relative_path, brokerd, "brokerd")
+        yield home
+    finally:
+        if brokerd is not None:
+            stop(brokerd)
+        stop(memoryd)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def memory_call(call: str, text: str) -> ToolRequest:
+    arguments = json.dumps({"action": "add", "file": "memory", "text": text})
+    return ToolRequest(session=SESSION, call=ToolCall(id=call, name="memory", arguments=arguments))
+
+
+async def edit_decided_by_owner(
+    home: Path, request: ToolRequest, *, approve: bool
+) -> tuple[ApprovalPending, ToolResponse]:
+    """Send an edit as loopd would; decide it as the owner once it is pending."""
+    loop_socket = home / proto.LOOP_BROKER.relative_path
+    admin_socket = home / proto.OWNER_BROKER.relative_path
+    frames: list[Message] = []
+    with trio.fail_after(CAP_S):
+        async with proto.open_call(loop_socket, request) as conversation:
+            notice = await conversation.receive()
+            assert isinstance(notice, ApprovalPending)
+            # The edit waits: listed for the owner, nothing applied yet.
+            listed = await proto.call(admin_socket, ApprovalsList(), Approvals)
+            assert listed.pending == [notice.approval]
+            assert (home / "memory" / "memory.md").read_text() == ""
+            decision = ApprovalDecide(id=notice.approval.id, approve=approve)
+            assert await proto.call(admin_socket, decision, Ok) == Ok()
+            frames = [frame async for frame in conversation]
+    (reply,) = frames
+    assert isinstance(reply, ToolResponse)
+    return notice, reply
+
+
+async def verify(home: Path) -> AuditVerified:
+    with trio.fail_after(CAP_S):
+        return await proto.call(
+            home / proto.OWNER_BROKER.relative_path, AuditVerify(), AuditVerified
+        )
+
+
+async def test_an_approved_edit_is_applied_a_denied_one_is_not_and_the_audit_holds(
+    home: Path,
+) -> None:
+    denied_notice, denied = await edit_decided_by_owner(
+        home, memory_call("call-1", "Owner likes long answers."), approve=False
+    )
+    assert (denied.status, denied.content) == ("denied", "the owner denied this call")
+    assert (home / "memory" / "memory.md").read_text() == ""
+    assert not (home / "memory" / "edits").exists()
+
+    notice, applied = await edit_decided_by_owner(
+        home, memory_call("call-2", "Owner prefers answers in UTC."), approve=True
+    )
+    assert applied.status == "ok"
+    assert applied.content == (
+        "memory.md updated (29 of 2,200 characters); it takes effect in the next session."
+    )
+    assert (home / "memory" / "memory.md").read_text() == "Owner prefers answers in UTC."
+    with trio.fail_after(CAP_S):
+        history = await proto.call(
+            home / proto.OWNER_MEMORY.relative_path, MemoryHistory(), MemoryHistoryReply
+        )
+    (edit,) = history.edits
+    assert isinstance(edit, EditRecord)
+    assert (edit.approval, edit.call, edit.session) == (notice.approval.id, "call-2", SESSION)
+
+    assert await verify(home) == AuditVerified(records=2, ok=True)
+    (audit_file,) = (home / "audit").glob("*.jsonl")
+    records = [json.loads(line) for line in audit_file.read_text().splitlines()]
+    assert [(r["call"], r["decision"], r["status"], r["approval"]) for r in records] == [
+        ("call-1", "denied", "denied", denied_notice.approval.id),
+        ("call-2", "approved", "ok", notice.approval.id),
+    ]
+    assert {r["grant"] for r in records} == {"builtin-memory"}
+
+    # One changed character in the first record breaks the chain there.
+    lines = audit_file.read_bytes().splitlines(keepends=True)
+    lines[0] = lines[0].replace(b'"decision":"denied"', b'"decision":"approved"')
+    audit_file.write_bytes(b"".join(lines))
+    broken = await verify(home)
+    assert (broken.ok, broken.records) == (False, 2)
+    assert broken.broken_at is not None
+    assert broken.broken_at.startswith(f"{audit_file.name} line 1:")
