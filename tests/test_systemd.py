@@ -34,7 +34,8 @@ def test_each_role_has_a_hardened_notify_unit(role: str) -> None:
         f"/{role} serve --config /var/lib/boxmaker/config/{role}.toml"
     )
     writable = service["ReadWritePaths"].split()
-    assert writable and all(p.startswith("/var/lib/boxmaker/") for p in writable)
+    assert writable
+    assert all(p.startswith("/var/lib/boxmaker/") for p in writable)
 
 
 def test_memoryd_has_no_network() -> None:
@@ -62,7 +63,9 @@ def test_systemd_analyze_verifies_the_units(tmp_path: Path) -> None:
         )
     done = subprocess.run(
         ["systemd-analyze", "verify", *sorted(str(p) for p in tmp_path.glob("*.service"))],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert "boxmaker" not in done.stderr, done.stderr

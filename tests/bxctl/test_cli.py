@@ -1,0 +1,328 @@
+"""bxctl against test doubles of the roles on real sockets, and against a home's files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import trio
+from scripted_model import Step, serve_scripted_model
+
+import proto
+from bxctl import CommandError, app
+from proto import (
+    ApprovalDecide,
+    Approvals,
+    BaselinePreviewReply,
+    EditRecord,
+    Label,
+    MemoryHistoryReply,
+    Message,
+    Ok,
+    PendingApproval,
+    Reindexed,
+    ToolResponse,
+)
+
+CAP_S = 20
+Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
+
+
+async def serve(nursery: trio.Nursery, home: Path, spec: proto.Socket, handler: Handler) -> None:
+    await nursery.start(
+        lambda task_status: proto.serve_unix(
+            spec,
+            spec.default_path(home),
+            handler,
+            shutdown=trio.Event(),
+            task_status=task_status,
+        )
+    )
+
+
+async def run(*argv: str) -> object:
+    with trio.fail_after(CAP_S):
+        return await app.run_async(list(argv), result_action="return_value")
+
+
+async def test_reindex_prints_the_spec_line(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[Message] = []
+
+    async def memoryd(request: Message, conn: proto.Connection) -> Message:
+        seen.append(request)
+        return Reindexed(logs=42, records=1208, archive=7)
+
+    await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
+    assert await run("reindex", "--home", str(short_dir)) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("reindexed: 42 logs, 1,208 records, 7 archive entries (")
+    assert seen == [proto.Reindex()]
+
+
+async def test_reindex_with_an_explicit_admin_socket(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def memoryd(request: Message, conn: proto.Connection) -> Message:
+        return Reindexed(logs=1, records=1, archive=1)
+
+    other = short_dir / "elsewhere"
+    await serve(nursery, other, proto.OWNER_MEMORY, memoryd)
+    path = proto.OWNER_MEMORY.default_path(other)
+    assert await run("reindex", "--admin-socket", str(path), "--home", "/nonexistent") == 0
+    assert "reindexed: 1 log, 1 record, 1 archive entry" in capsys.readouterr().out
+
+
+async def test_recall_prints_the_tool_format(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def memoryd(request: Message, conn: proto.Connection) -> Message:
+        assert isinstance(request, proto.RecallQuery)
+        assert (request.query, request.k) == ("launch window", 3)
+        return ToolResponse(call_id="", status="ok", content="[1] archive.md, moved …")
+
+    await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
+    assert await run("recall", "launch window", "-k", "3", "--home", str(short_dir)) == 0
+    assert capsys.readouterr().out == "[1] archive.md, moved …\n"
+
+
+async def test_memory_history_shows_newest_first_as_a_diff(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    edits = [
+        EditRecord(
+            time="2026-09-24T20:14:03Z",
+            session="chat-aaaaaaaa",
+            call="c1",
+            approval="ap1",
+            action="add",
+            file="memory.md",
+            before=[],
+            after=["one"],
+        ),
+        EditRecord(
+            time="2026-09-25T08:00:00Z",
+            session="chat-bbbbbbbb",
+            call="c2",
+            approval="ap2",
+            action="consolidate",
+            file="memory.md",
+            before=["one", "two"],
+            after=["two", "three"],
+            moved=["one"],
+        ),
+    ]
+
+    async def memoryd(request: Message, conn: proto.Connection) -> Message:
+        return MemoryHistoryReply(edits=edits)
+
+    await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
+    assert await run("memory", "history", "--home", str(short_dir)) == 0
+    out = capsys.readouterr().out
+    assert out.index("2026-09-25T08:00:00Z") < out.index("2026-09-24T20:14:03Z")
+    assert "    > one\n" in out  # moved to the archive
+    assert "    + three\n" in out
+    assert "    + one\n" in out  # the first edit added it
+
+
+async def test_approvals_list_and_decide(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    decisions: list[ApprovalDecide] = []
+    pending = PendingApproval(
+        id="k3f9",
+        session="chat-abcdefgh",
+        tool="memory",
+        arguments=proto.escape('{"action":"add","text":"@all <b>"}'),
+        taint=Label(untrusted=True),
+        time="2026-11-30T08:00:00Z",
+    )
+
+    async def brokerd(request: Message, conn: proto.Connection) -> Message:
+        if isinstance(request, proto.ApprovalsList):
+            return Approvals(pending=[pending])
+        assert isinstance(request, ApprovalDecide)
+        decisions.append(request)
+        return Ok()
+
+    await serve(nursery, short_dir, proto.OWNER_BROKER, brokerd)
+    assert await run("approvals", "list", "--home", str(short_dir)) == 0
+    listed = capsys.readouterr().out
+    assert "approval k3f9: memory in session chat-abcdefgh" in listed
+    assert "this session has seen untrusted content" in listed
+    assert "\\@all \\<b\\>" in listed
+    assert await run("approvals", "list", "--json", "--home", str(short_dir)) == 0
+    assert json.loads(capsys.readouterr().out)[0]["id"] == "k3f9"
+    assert (
+        await run("approvals", "deny", "k3f9", "--reason", "not now", "--home", str(short_dir)) == 0
+    )
+    assert decisions == [ApprovalDecide(id="k3f9", approve=False, reason="not now")]
+
+
+async def test_a_role_not_running_is_one_clear_error(short_dir: Path) -> None:
+    with pytest.raises(CommandError) as error:
+        await run("memory", "show", "--home", str(short_dir))
+    message = str(error.value)
+    assert f"cannot reach memoryd at {short_dir}/run/loop-memory/memory.sock" in message
+    assert "bxctl up" in message
+
+
+def test_errors_are_one_line_without_a_traceback(short_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bxctl", "approvals", "list", "--home", str(short_dir)],
+        capture_output=True,
+        text=True,
+        timeout=CAP_S,
+    )
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("bxctl: cannot reach brokerd")
+    assert "Traceback" not in done.stderr
+
+
+async def test_baseline_counts_tokens_with_the_model_server(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serve_scripted_model(Step(text="x", usage=1234)) as model:
+
+        async def loopd(request: Message, conn: proto.Connection) -> Message:
+            return BaselinePreviewReply(
+                system="You are boxmaker.",
+                tools=[{"type": "function"}],
+                model="m",
+                model_url=model.url,
+            )
+
+        await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+        assert await run("baseline", "--count", "--home", str(short_dir)) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("You are boxmaker.\n")
+    assert "system prompt: 17 characters" in out
+    assert "tokens: 1,224 (usage.prompt_tokens of a one-token completion)" in out
+    assert model.request_json(-1)["max_tokens"] == 1
+
+
+async def test_baseline_estimate_is_labelled(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        return BaselinePreviewReply(
+            system="x" * 400, tools=[], model="m", model_url="http://127.0.0.1:9/v1"
+        )
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    assert await run("baseline", "--count", "--home", str(short_dir)) == 0
+    assert "tokens: 100 (ESTIMATE (characters / 4)" in capsys.readouterr().out
+
+
+def test_init_creates_a_home_once_and_never_overwrites(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = short_dir / "home"
+    assert (
+        app(
+            [
+                "init",
+                "--home",
+                str(home),
+                "--model-url",
+                "http://10.0.0.5:8000/v1",
+                "--model",
+                "qwen",
+            ],
+            result_action="return_value",
+        )
+        == 0
+    )
+    loopd_toml = (home / "config" / "loopd.toml").read_text()
+    assert f'home = "{home}"' in loopd_toml
+    assert 'url = "http://10.0.0.5:8000/v1"' in loopd_toml
+    assert 'model = "qwen"' in loopd_toml
+    for name in ("memoryd.toml", "brokerd.toml"):
+        assert f'home = "{home}"' in (home / "config" / name).read_text()
+    assert (home / "config" / "soul.md").read_text() == (
+        Path(__file__).parents[2] / "config" / "soul.md"
+    ).read_text()
+    assert list((home / "grants").glob("*.toml"))
+    (home / "config" / "soul.md").write_text("mine")
+    capsys.readouterr()
+    assert app(["init", "--home", str(home)], result_action="return_value") == 0
+    assert "already a boxmaker home; nothing to do" in capsys.readouterr().out
+    assert (home / "config" / "soul.md").read_text() == "mine"
+
+
+def test_sessions_list_and_show_read_the_files(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = short_dir / "sessions" / "chat-abcdefghij"
+    directory.mkdir(parents=True)
+    baseline = proto.Baseline(
+        session="chat-abcdefghij",
+        epoch=0,
+        created="2026-11-30T08:00:00Z",
+        model="m",
+        system="s",
+        tools=[],
+    )
+    (directory / "0.baseline.json").write_bytes(__import__("msgspec").json.encode(baseline))
+    (directory / "0.jsonl").write_text(
+        '{"type":"user","time":"2026-11-30T08:00:01Z","content":"hello @here"}\n'
+        '{"type":"tool_result","time":"2026-11-30T08:00:02Z","call_id":"1","name":"http_fetch",'
+        '"content":"page","class":"public","untrusted":true}\n'
+        '{"type":"assist'
+    )
+    assert app(["sessions", "list", "--home", str(short_dir)], result_action="return_value") == 0
+    listed = capsys.readouterr().out
+    assert "chat-abcdefghij  created 2026-11-30T08:00:00Z      2 records" in listed
+    assert (
+        app(
+            ["sessions", "show", "chat-abcdefghij", "--home", str(short_dir)],
+            result_action="return_value",
+        )
+        == 0
+    )
+    shown = capsys.readouterr().out
+    assert "hello \\@here" in shown
+    assert "http_fetch result · public · untrusted" in shown
+    with pytest.raises(CommandError, match="bad session id"):
+        app(
+            ["sessions", "show", "../../etc", "--home", str(short_dir)],
+            result_action="return_value",
+        )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["init"],
+        ["up"],
+        ["chat"],
+        ["approvals"],
+        ["approvals", "deny"],
+        ["reindex"],
+        ["recall"],
+        ["memory", "show"],
+        ["memory", "history"],
+        ["baseline"],
+        ["audit", "verify"],
+        ["audit", "tail"],
+        ["sessions", "list"],
+        ["sessions", "show"],
+    ],
+)
+def test_every_command_has_help(command: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bxctl", *command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=CAP_S,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Usage: bxctl" in done.stdout
+    assert len(done.stdout.splitlines()) >= 4

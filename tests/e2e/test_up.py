@@ -1,0 +1,112 @@
+"""`bxctl up` and `bxctl chat --message` as an owner runs them: real processes throughout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scripted_model import ScriptedModel, Step, serve_scripted_model
+
+import proto
+
+CAP_S = 60
+
+
+def bxctl(*args: str, timeout: float = CAP_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bxctl", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+class Up:
+    """A running `bxctl up`, with its stderr collected line by line."""
+
+    def __init__(self, home: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bxctl", "up", "--home", str(home)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, text: str) -> None:
+        deadline = time.monotonic() + CAP_S
+        while not any(text in line for line in self.lines):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"never saw {text!r}:\n" + "\n".join(self.lines))
+            time.sleep(0.05)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        code = self.process.wait(timeout=CAP_S)
+        self._reader.join(timeout=5)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return code
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedModel]:
+    with serve_scripted_model() as scripted:
+        yield scripted
+
+
+def test_up_chat_and_stop(short_dir: Path, model: ScriptedModel) -> None:
+    home = short_dir / "home"
+    assert bxctl("init", "--home", str(home), "--model-url", model.url).returncode == 0
+    up = Up(home)
+    try:
+        up.wait_for("boxmaker is up")
+        model.steps.append(Step(text="Hello! I am boxmaker."))
+        chat = bxctl("chat", "--home", str(home), "--message", "hello")
+        assert chat.returncode == 0, chat.stderr
+        assert chat.stdout.strip() == "Hello! I am boxmaker."
+        assert "new session chat-" in chat.stderr
+        shown = bxctl("memory", "show", "--home", str(home))
+        assert shown.stdout.startswith("# soul.md\n")
+    finally:
+        code = up.stop()
+    assert code == 0, "\n".join(up.lines)
+    assert any("memoryd | " in line for line in up.lines)  # logs streamed, prefixed
+    for spec in proto.SOCKETS:
+        assert not spec.default_path(home).exists(), spec.name
+
+
+def test_up_says_which_role_died_and_stops_the_others(
+    short_dir: Path, model: ScriptedModel
+) -> None:
+    home = short_dir / "home"
+    assert bxctl("init", "--home", str(home), "--model-url", model.url).returncode == 0
+    up = Up(home)
+    try:
+        up.wait_for("boxmaker is up")
+        pid = int(
+            next(
+                line.split("pid ")[1].split(")")[0]
+                for line in up.lines
+                if "started brokerd (pid " in line
+            )
+        )
+        os.kill(pid, signal.SIGKILL)
+        up.process.wait(timeout=CAP_S)
+    finally:
+        code = up.stop()
+    assert code == 1
+    assert any("brokerd exited with code -9" in line for line in up.lines), up.lines
+    assert not proto.OWNER_LOOP.default_path(home).exists()
+    assert not proto.LOOP_MEMORY.default_path(home).exists()

@@ -1,0 +1,174 @@
+"""`bxctl chat`: talk to boxmaker, see its tool calls, and decide approvals inline."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import httpx
+import trio
+
+import proto
+from proto import (
+    ApprovalDecide,
+    BaselinePreview,
+    BaselinePreviewReply,
+    Ok,
+    PendingApproval,
+    Say,
+    SessionOpen,
+    SessionOpened,
+    TurnDone,
+    TurnEvent,
+)
+
+from ._common import CommandError, Sockets, ask, unreachable_sentence
+from ._owner import describe_approval
+
+__all__ = ["chat", "model_hint"]
+
+MODEL_PROBE_S = 3.0
+
+
+async def model_hint(home: Path) -> str | None:
+    """A sentence for the owner when the configured model server does not answer."""
+    try:
+        preview = await ask(
+            Sockets(home).path(proto.OWNER_LOOP),
+            proto.OWNER_LOOP,
+            BaselinePreview(),
+            BaselinePreviewReply,
+        )
+    except CommandError:
+        return None
+    url = preview.model_url.rstrip("/")
+    try:
+        async with httpx.AsyncClient(timeout=MODEL_PROBE_S) as http:
+            await http.get(f"{url}/models")
+    except httpx.HTTPError:
+        return (
+            f"no model server answers at {url}. Start one that speaks the OpenAI API "
+            "(llama.cpp's llama-server, vLLM, Ollama) there, or point boxmaker at yours: "
+            f"set [model] url in {home / 'config' / 'loopd.toml'} (or run "
+            "`bxctl init --model-url URL` on a new home) and restart `bxctl up`."
+        )
+    return None
+
+
+def _label(label: proto.Label | None) -> str:
+    if label is None:
+        return ""
+    parts = [] if label.class_ == proto.Class.private else [str(label.class_)]
+    if label.untrusted:
+        parts.append("untrusted")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+class _Printer:
+    def __init__(self) -> None:
+        self.mid_line = False
+
+    def text(self, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.mid_line = not text.endswith("\n")
+
+    def line(self, text: str) -> None:
+        if self.mid_line:
+            sys.stdout.write("\n")
+        print(text, flush=True)
+        self.mid_line = False
+
+
+async def _decide_inline(home: Path, approval: PendingApproval, out: _Printer) -> None:
+    out.line(describe_approval(approval))
+    answer = await trio.to_thread.run_sync(_prompt, "approve? [y/N] ")
+    approve = answer.strip().lower() in ("y", "yes")
+    try:
+        await ask(
+            Sockets(home).path(proto.OWNER_BROKER),
+            proto.OWNER_BROKER,
+            ApprovalDecide(id=approval.id, approve=approve),
+            Ok,
+        )
+    except CommandError as exc:
+        out.line(f"  could not decide {approval.id}: {exc}")
+        return
+    out.line(f"  {'approved' if approve else 'denied'} {approval.id}")
+
+
+def _prompt(text: str) -> str:
+    try:
+        return input(text)
+    except EOFError:
+        return ""
+
+
+async def _turn(home: Path, session: str, text: str, *, inline: bool) -> bool:
+    out = _Printer()
+    path = Sockets(home).path(proto.OWNER_LOOP)
+    try:
+        async with proto.open_call(path, Say(session=session, text=text)) as conversation:
+            async for frame in conversation:
+                if isinstance(frame, TurnEvent):
+                    await _show_event(home, frame, out, inline=inline)
+                elif isinstance(frame, TurnDone):
+                    out.line("")
+                    return True
+                elif isinstance(frame, proto.Error):
+                    runbook = f" (runbook: {frame.runbook})" if frame.runbook else ""
+                    out.line(f"error: {frame.message}{runbook}")
+                    return False
+    except proto.Unreachable as exc:
+        raise CommandError(unreachable_sentence("loopd", path, exc.reason)) from None
+    except (proto.ProtocolError, trio.BrokenResourceError) as exc:
+        raise CommandError(f"loopd broke off the turn: {exc}") from None
+    out.line("error: loopd closed the turn without an answer")
+    return False
+
+
+async def _show_event(home: Path, event: TurnEvent, out: _Printer, *, inline: bool) -> None:
+    if event.event == "assistant_text":
+        out.text(event.text)
+    elif event.event == "tool_call" and event.call is not None:
+        out.line(f"  → {event.call.name} {proto.escape(event.call.arguments)}")
+    elif event.event == "tool_result":
+        first = proto.escape(event.text.strip().splitlines()[0] if event.text.strip() else "")
+        if len(first) > 160:
+            first = first[:157] + "…"
+        out.line(f"  ← {event.status or 'ok'}{_label(event.label)}: {first}")
+    elif event.event == "approval_pending" and event.approval is not None:
+        if inline:
+            await _decide_inline(home, event.approval, out)
+        else:
+            out.line(describe_approval(event.approval))
+            out.line(
+                f"  waiting for the owner: `bxctl approvals approve {event.approval.id}` "
+                f"or `bxctl approvals deny {event.approval.id}`"
+            )
+
+
+async def chat(home: Path, session: str | None, message: str | None) -> int:
+    """Open (or resume) a session; send one message, or read messages until end of input."""
+    opened = await ask(
+        Sockets(home).path(proto.OWNER_LOOP),
+        proto.OWNER_LOOP,
+        SessionOpen(origin="bxctl", session=session),
+        SessionOpened,
+    )
+    state = "new session" if opened.created else "resumed session"
+    print(f"{state} {opened.session}", file=sys.stderr)
+    hint = await model_hint(home)
+    if hint:
+        print(f"note: {hint}", file=sys.stderr)
+    if message is not None:
+        return 0 if await _turn(home, opened.session, message, inline=False) else 1
+    print("type a message and press Enter; Ctrl-D ends the chat", file=sys.stderr)
+    while True:
+        try:
+            line = await trio.to_thread.run_sync(input, "you> ")
+        except EOFError:
+            print(file=sys.stderr)
+            return 0
+        if line.strip():
+            await _turn(home, opened.session, line, inline=True)

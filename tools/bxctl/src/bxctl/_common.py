@@ -1,0 +1,97 @@
+"""What every bxctl command shares: the home, the sockets, and errors an owner can act on."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+import trio
+
+import proto
+
+__all__ = [
+    "CALL_DEADLINE_S",
+    "CommandError",
+    "Sockets",
+    "ask",
+    "home_of",
+    "print_json",
+    "unreachable_sentence",
+]
+
+M = TypeVar("M", bound=proto.Message)
+
+CALL_DEADLINE_S = 30.0
+
+_SERVER_OF = {spec.name: spec for spec in proto.SOCKETS}
+
+
+class CommandError(Exception):
+    """A failure the owner can act on: printed as one line, exit code 1."""
+
+
+def home_of(home: Path | None) -> Path:
+    """`--home`, else `$BOXMAKER_HOME`, else /var/lib/boxmaker (as the roles resolve it)."""
+    return home.expanduser() if home is not None else proto.resolve_home(None)
+
+
+class Sockets:
+    """The socket paths under a home (the defaults of ARCHITECTURE §2)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def path(self, spec: proto.Socket) -> Path:
+        """The default path of `spec` under this home."""
+        return spec.default_path(self.home)
+
+
+async def ask(
+    path: Path,
+    spec: proto.Socket,
+    request: proto.Message,
+    expect: type[M],
+    *,
+    deadline_s: float = CALL_DEADLINE_S,
+) -> M:
+    """One request to a role, with every failure turned into a `CommandError` sentence."""
+    role = spec.server
+    try:
+        with trio.fail_after(deadline_s):
+            return await proto.call(path, request, expect)
+    except proto.Unreachable as exc:
+        raise CommandError(unreachable_sentence(role, path, exc.reason)) from None
+    except proto.RemoteError as exc:
+        runbook = f" (runbook: {exc.error.runbook})" if exc.error.runbook else ""
+        raise CommandError(f"{role} refused: {exc.error.message}{runbook}") from None
+    except trio.TooSlowError:
+        raise CommandError(f"{role} did not answer within {deadline_s:g} s at {path}") from None
+    except (proto.ProtocolError, trio.BrokenResourceError) as exc:
+        raise CommandError(f"{role} sent something unexpected at {path}: {exc}") from None
+
+
+def unreachable_sentence(role: str, path: Path, reason: str) -> str:
+    """What to do when a role does not answer on its socket."""
+    hint = " (runbook: memoryd-start-failed)" if role == "memoryd" else ""
+    return (
+        f"cannot reach {role} at {path}: {reason}. Start boxmaker with `bxctl up`; "
+        f"if {role} does not start, its log line says why{hint}."
+    )
+
+
+def print_json(value: object) -> None:
+    """Print a value as JSON (for `--json` listings)."""
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(value), indent=2).decode() + "\n")
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """`1 log`, `42 logs`, with thousands separators."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def lines(items: Sequence[str]) -> str:
+    """Items one per line."""
+    return "\n".join(items)

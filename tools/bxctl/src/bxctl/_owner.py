@@ -1,0 +1,217 @@
+"""The owner's commands on the roles' admin sockets, and reads of the home's files."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+import proto
+from proto import (
+    ApprovalDecide,
+    Approvals,
+    ApprovalsList,
+    AuditVerified,
+    AuditVerify,
+    EditRecord,
+    MemoryBlock,
+    MemoryBlockReply,
+    MemoryHistory,
+    MemoryHistoryReply,
+    Ok,
+    PendingApproval,
+    RecallQuery,
+    Reindex,
+    Reindexed,
+    ToolResponse,
+)
+
+from ._common import Sockets, ask, plural, print_json
+
+__all__ = [
+    "approvals_decide",
+    "approvals_list",
+    "audit_tail",
+    "audit_verify",
+    "describe_approval",
+    "memory_history",
+    "memory_show",
+    "recall",
+    "reindex",
+    "reindexed_line",
+]
+
+REINDEX_DEADLINE_S = 3600.0
+
+
+def describe_approval(approval: PendingApproval) -> str:
+    """An approval as the owner reads it before deciding."""
+    lines = [
+        f"approval {approval.id}: {approval.tool} in session {approval.session} ({approval.time})",
+    ]
+    if approval.taint.untrusted:
+        lines.append("  ! this session has seen untrusted content")
+    lines.append("  arguments:")
+    lines.extend("    " + line for line in approval.arguments.splitlines() or [""])
+    return "\n".join(lines)
+
+
+async def approvals_list(home: Path, *, as_json: bool) -> int:
+    """Print the pending approvals."""
+    path = Sockets(home).path(proto.OWNER_BROKER)
+    reply = await ask(path, proto.OWNER_BROKER, ApprovalsList(), Approvals)
+    if as_json:
+        print_json(reply.pending)
+    elif not reply.pending:
+        print("no approvals pending")
+    else:
+        print("\n\n".join(describe_approval(a) for a in reply.pending))
+    return 0
+
+
+async def approvals_decide(home: Path, approval: str, *, approve: bool, reason: str | None) -> int:
+    """Approve or deny one pending approval."""
+    path = Sockets(home).path(proto.OWNER_BROKER)
+    await ask(
+        path, proto.OWNER_BROKER, ApprovalDecide(id=approval, approve=approve, reason=reason), Ok
+    )
+    print(f"{'approved' if approve else 'denied'} {approval}")
+    return 0
+
+
+def reindexed_line(reply: Reindexed) -> str:
+    """`reindexed: 42 logs, 1,208 records, 7 archive entries` (spec §10)."""
+    return (
+        f"reindexed: {plural(reply.logs, 'log')}, {plural(reply.records, 'record')}, "
+        f"{plural(reply.archive, 'archive entry', 'archive entries')}"
+    )
+
+
+async def _spinner(started: float) -> None:
+    frames = "|/-\\"
+    i = 0
+    while True:
+        elapsed = time.monotonic() - started
+        sys.stderr.write(f"\r{frames[i % 4]} reindexing… {elapsed:5.1f} s")
+        sys.stderr.flush()
+        i += 1
+        await trio.sleep(0.1)
+
+
+async def reindex(home: Path, admin_socket: Path | None) -> int:
+    """Rebuild the recall index, showing progress while memoryd works."""
+    path = admin_socket or Sockets(home).path(proto.OWNER_MEMORY)
+    started = time.monotonic()
+    interactive = sys.stderr.isatty()
+    if not interactive:
+        print("reindexing…", file=sys.stderr)
+    async with trio.open_nursery() as nursery:
+        if interactive:
+            nursery.start_soon(_spinner, started)
+        try:
+            reply = await ask(
+                path, proto.OWNER_MEMORY, Reindex(), Reindexed, deadline_s=REINDEX_DEADLINE_S
+            )
+        finally:
+            nursery.cancel_scope.cancel()
+            if interactive:
+                sys.stderr.write("\r" + " " * 40 + "\r")
+    print(f"{reindexed_line(reply)} ({time.monotonic() - started:.1f} s)")
+    return 0
+
+
+async def recall(home: Path, query: str, k: int) -> int:
+    """The owner's own search, in the recall tool's format."""
+    path = Sockets(home).path(proto.OWNER_MEMORY)
+    reply = await ask(path, proto.OWNER_MEMORY, RecallQuery(query=query, k=k), ToolResponse)
+    print(reply.content)
+    return 0 if reply.status == "ok" else 1
+
+
+async def memory_show(home: Path) -> int:
+    """The memory block a new session would get now, exactly."""
+    path = Sockets(home).path(proto.LOOP_MEMORY)
+    reply = await ask(path, proto.LOOP_MEMORY, MemoryBlock(), MemoryBlockReply)
+    print(reply.text)
+    return 0
+
+
+def _diff(edit: EditRecord) -> list[str]:
+    out: list[str] = []
+    moved = set(edit.moved)
+    for line in difflib.ndiff(edit.before, edit.after):
+        tag, text = line[:1], line[2:]
+        if tag == "?":
+            continue
+        marker = {"-": "-", "+": "+", " ": " "}[tag]
+        if tag == "-" and text in moved:
+            marker = ">"  # moved to archive.md
+        out.extend(f"    {marker} {part}" for part in text.splitlines() or [""])
+    return out
+
+
+async def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) -> int:
+    """The edit journal, newest first, each edit as a diff of entries."""
+    path = Sockets(home).path(proto.OWNER_MEMORY)
+    reply = await ask(path, proto.OWNER_MEMORY, MemoryHistory(file=file), MemoryHistoryReply)
+    edits = list(reversed(reply.edits))
+    if as_json:
+        print_json(edits)
+        return 0
+    if not edits:
+        print("no memory edits yet")
+        return 0
+    for edit in edits:
+        print(
+            f"{edit.time}  {edit.action} {edit.file}  session {edit.session}  "
+            f"approval {edit.approval or '-'}"
+        )
+        print("\n".join(_diff(edit)))
+    print("\n(- removed, + added, > moved to archive.md)")
+    return 0
+
+
+async def audit_verify(home: Path) -> int:
+    """Walk the audit log's hash chain."""
+    path = Sockets(home).path(proto.OWNER_BROKER)
+    reply = await ask(path, proto.OWNER_BROKER, AuditVerify(), AuditVerified)
+    if reply.ok:
+        print(f"audit log intact: {plural(reply.records, 'record')}")
+        return 0
+    print(f"audit log BROKEN at {reply.broken_at} (after {plural(reply.records, 'record')})")
+    return 1
+
+
+def audit_tail(home: Path, count: int, *, as_json: bool) -> int:
+    """The last `count` audit records, oldest first."""
+    audit = home / "audit"
+    files = sorted(audit.glob("*.jsonl")) if audit.is_dir() else []
+    lines: list[str] = []
+    for path in reversed(files):
+        lines = path.read_text(encoding="utf-8").splitlines() + lines
+        if len(lines) >= count:
+            break
+    records = []
+    for line in lines[-count:]:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            records.append({"unreadable": line[:80]})
+    if as_json:
+        print_json(records)
+        return 0
+    if not records:
+        print("the audit log is empty")
+    for r in records:
+        label = r.get("label") or {}
+        print(
+            f"{r.get('time', '?')}  {r.get('decision', '?'):8} {r.get('tool', '?'):10} "
+            f"{r.get('status', '?'):7} session {r.get('session', '?')}  "
+            f"grant {r.get('grant', '?')}  {label.get('class', '')}"
+            f"{' untrusted' if label.get('untrusted') else ''}"
+        )
+    return 0
