@@ -26,6 +26,7 @@ class Step:
     status: int = 200
     raw: bytes | None = None  # sent as the body as it is (status still applies)
     usage: int | None = None  # total_tokens to report; default: a count from the request
+    cut: bool = False  # promise a longer body than is sent, then close (a reset mid-answer)
 
 
 @dataclass
@@ -147,9 +148,21 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                     )
                     + b"data: [DONE]\n\n"
                 )
+                if step.cut:
+                    self._send_cut(data, "text/event-stream")
+                    return
                 self._send(200, data, "text/event-stream")
             else:
                 self._send(200, json.dumps(_completion(step, body)).encode())
+
+        def _send_cut(self, data: bytes, ctype: str) -> None:
+            self.send_response(200)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(data) + 1000))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
 
         def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
             self.send_response(status)

@@ -309,3 +309,33 @@ async def test_baseline_preview_is_what_a_new_session_gets(
     assert (preview.system, preview.tools) == (baseline.system, baseline.tools)
     assert preview.model_url == model.url
     assert sorted(p.name for p in (h.home / "sessions").iterdir()) == [opened.session]
+
+
+async def test_a_connection_reset_mid_stream_ends_the_turn_with_the_cause(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    steps = (Step(text="This answer will be cut off halfway through.", cut=True), Step(text="ok"))
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        opened = await open_session(h.chat)
+        first = await say(h.chat, opened.session, "one")
+        second = await say(h.chat, opened.session, "two")
+    assert isinstance(first[-1], proto.Error)
+    assert "broke during its answer" in first[-1].message
+    assert second[-1] == TurnDone(text="ok")  # the session is still usable
+    assert [r["type"] for r in log_of(h.home, opened.session)] == ["user", "user", "assistant"]
+
+
+async def test_a_reply_with_reasoning_only_finishes_the_turn_empty(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    with serve_scripted_model(Step(reasoning="thinking…")) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        opened = await open_session(h.chat)
+        frames = await say(h.chat, opened.session, "hm")
+    assert frames[-1] == TurnDone(text="")
+    record = log_of(h.home, opened.session)[1]
+    assert (record["content"], record["reasoning_content"]) == (None, "thinking…")
+    assert h.memoryd.updated == [opened.session]
+    # reasoning is kept in the log but never sent back to the model
+    assert "thinking" not in json.dumps(model.request_json(0)["messages"])

@@ -148,9 +148,14 @@ class ModelClient:
                 f"the model server at {self.settings.url} did not answer within "
                 f"{self.settings.timeout_s:g} s"
             ) from None
-        except httpx.TransportError as exc:
+        except httpx.ConnectError as exc:
             raise ModelError(
                 f"cannot reach the model server at {self.settings.url}: {exc or type(exc).__name__}"
+            ) from None
+        except httpx.TransportError as exc:
+            raise ModelError(
+                f"the connection to the model server at {self.settings.url} broke during its "
+                f"answer: {exc or type(exc).__name__}"
             ) from None
 
     async def _stream(self, body: bytes, on_text: OnText) -> ModelReply:
