@@ -18,6 +18,11 @@ from ._codec import decode_body as decode_body
 from ._codec import encode_frame as encode_frame
 from ._codec import read_frame as read_frame
 from ._codec import write_frame as write_frame
+from ._config import ConfigError as ConfigError
+from ._config import StartFailed as StartFailed
+from ._config import config_home as config_home
+from ._config import read_config as read_config
+from ._config import socket_path as socket_path
 from ._escape import escape as escape
 from ._escape import unescape as unescape
 from ._ids import SESSION_ID_PATTERN as SESSION_ID_PATTERN
@@ -26,8 +31,10 @@ from ._ids import SessionId as SessionId
 from ._ids import check_session_id as check_session_id
 from ._label import Class as Class
 from ._label import Label as Label
+from ._main import serve_main as serve_main
 from ._messages import *  # noqa: F403  (every kind; the list is _messages.__all__)
 from ._role import DEFAULT_HOME as DEFAULT_HOME
+from ._role import StartRole as StartRole
 from ._role import resolve_home as resolve_home
 from ._role import run_role as run_role
 from ._role import sd_notify as sd_notify

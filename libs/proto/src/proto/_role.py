@@ -22,6 +22,7 @@ import trio
 
 __all__ = [
     "DEFAULT_HOME",
+    "StartRole",
     "resolve_home",
     "run_role",
     "sd_notify",

@@ -14,7 +14,7 @@ import msgspec
 
 import proto
 
-__all__ = ["BrokerdConfig", "ConfigError", "Settings", "load_settings", "resolve"]
+__all__ = ["BrokerdConfig", "Settings", "load_settings", "resolve"]
 
 PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
 
@@ -90,31 +90,18 @@ class Settings:
         return self.home / "audit"
 
 
-class ConfigError(Exception):
-    """The configuration file is missing, unreadable or invalid."""
-
-
 def load_settings(config_path: Path) -> Settings:
-    """Read and resolve brokerd.toml, or raise `ConfigError` naming the problem."""
-    try:
-        raw = config_path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {config_path}: {exc.strerror}") from exc
-    try:
-        config = msgspec.toml.decode(raw, type=BrokerdConfig)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise ConfigError(f"config {config_path}: {exc}") from exc
+    """Read and resolve brokerd.toml, or raise `proto.ConfigError` naming the problem."""
+    config = proto.read_config(config_path, BrokerdConfig)
     return resolve(config, config_dir=config_path.resolve().parent)
 
 
 def resolve(config: BrokerdConfig, *, config_dir: Path) -> Settings:
     """Turn a decoded config into absolute paths (a relative home is next to the config)."""
-    home = proto.resolve_home(config.paths.home)
-    if not home.is_absolute():
-        home = (config_dir / home).resolve()
+    home = proto.config_home(config.paths.home, config_dir)
 
     def socket(configured: str | None, spec: proto.Socket) -> Path:
-        return Path(configured).expanduser() if configured else spec.default_path(home)
+        return proto.socket_path(configured, spec, home)
 
     return Settings(
         home=home,

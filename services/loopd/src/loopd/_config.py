@@ -9,7 +9,7 @@ import msgspec
 
 import proto
 
-__all__ = ["ConfigError", "LoopdConfig", "ModelSettings", "Settings", "load_settings", "resolve"]
+__all__ = ["LoopdConfig", "ModelSettings", "Settings", "load_settings", "resolve"]
 
 
 class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -94,31 +94,18 @@ class Settings:
         return self.home / "sessions"
 
 
-class ConfigError(Exception):
-    """The configuration file is missing, unreadable or invalid."""
-
-
 def load_settings(config_path: Path) -> Settings:
-    """Read and resolve loopd.toml, or raise `ConfigError` naming the problem."""
-    try:
-        raw = config_path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {config_path}: {exc.strerror}") from exc
-    try:
-        config = msgspec.toml.decode(raw, type=LoopdConfig)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise ConfigError(f"config {config_path}: {exc}") from exc
+    """Read and resolve loopd.toml, or raise `proto.ConfigError` naming the problem."""
+    config = proto.read_config(config_path, LoopdConfig)
     return resolve(config, config_dir=config_path.resolve().parent)
 
 
 def resolve(config: LoopdConfig, *, config_dir: Path) -> Settings:
     """Turn a decoded config into absolute paths (relative ones are next to the config)."""
-    home = proto.resolve_home(config.paths.home)
-    if not home.is_absolute():
-        home = (config_dir / home).resolve()
+    home = proto.config_home(config.paths.home, config_dir)
 
     def socket(configured: str | None, spec: proto.Socket) -> Path:
-        return Path(configured).expanduser() if configured else spec.default_path(home)
+        return proto.socket_path(configured, spec, home)
 
     return Settings(
         home=home,

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import entries
+import proto
 from proto import MemoryFile
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
 FILE_NAMES = ("soul.md", "memory.md", "user.md", "archive.md")
 
 
-class StartError(Exception):
+class StartError(proto.StartFailed):
     """The home cannot be used: memoryd refuses to start (runbook memoryd-start-failed)."""
 
 

@@ -1,0 +1,46 @@
+"""What every role's configuration shares: reading the TOML, the home, socket paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from ._role import resolve_home
+from ._sockets import Socket
+
+__all__ = ["ConfigError", "StartFailed", "config_home", "read_config", "socket_path"]
+
+C = TypeVar("C")
+
+
+class StartFailed(Exception):
+    """A role cannot start with what it was given; the message says what to fix."""
+
+
+class ConfigError(StartFailed):
+    """The configuration file is missing, unreadable or invalid."""
+
+
+def read_config(path: Path, config_type: type[C]) -> C:
+    """Decode a role's TOML file into its Struct; unknown keys fail with their path."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    try:
+        return msgspec.toml.decode(raw, type=config_type)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ConfigError(f"config {path}: {exc}") from exc
+
+
+def config_home(configured: str | None, config_dir: Path) -> Path:
+    """`[paths] home` resolved: `resolve_home`, and a relative path is next to the config."""
+    home = resolve_home(configured)
+    return home if home.is_absolute() else (config_dir / home).resolve()
+
+
+def socket_path(configured: str | None, spec: Socket, home: Path) -> Path:
+    """A configured socket path, or the socket's default under the home."""
+    return Path(configured).expanduser() if configured else spec.default_path(home)
