@@ -326,3 +326,25 @@ def test_every_command_has_help(command: list[str]) -> None:
     assert done.returncode == 0, done.stderr
     assert "Usage: bxctl" in done.stdout
     assert len(done.stdout.splitlines()) >= 4
+
+
+def test_up_without_the_embedded_model_installed_says_how(short_dir: Path) -> None:
+    home = short_dir / "home"
+    assert app(["init", "--home", str(home)], result_action="return_value") == 0
+    assert 'url = "embedded"' in (home / "config" / "loopd.toml").read_text()
+    from bxctl._embedded import embedded_configured
+
+    assert embedded_configured(home)
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is not None:
+        pytest.skip("the embedded model is installed here")
+    done = subprocess.run(
+        [sys.executable, "-m", "bxctl", "up", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=CAP_S,
+    )
+    assert done.returncode == 1
+    assert "uv run --group model bxctl up" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import msgspec
@@ -25,7 +26,9 @@ class PathsSection(_Section, frozen=True, kw_only=True):
 class ModelSection(_Section, frozen=True, kw_only=True):
     """`[model]`: an OpenAI-compatible chat completions server."""
 
-    url: str = "http://127.0.0.1:8080/v1"
+    url: str = "embedded"
+    """The server's OpenAI-compatible base URL, or "embedded": the demo model `bxctl up`
+    runs, whose address it passes in `$BOXMAKER_EMBEDDED_MODEL_URL`."""
     model: str = "local"
     api_key_env: str | None = None
     context_tokens: int = 8192
@@ -100,6 +103,23 @@ def load_settings(config_path: Path) -> Settings:
     return resolve(config, config_dir=config_path.resolve().parent)
 
 
+EMBEDDED = "embedded"
+EMBEDDED_URL_ENV = "BOXMAKER_EMBEDDED_MODEL_URL"
+
+
+def _model_section(model: ModelSection) -> ModelSection:
+    if model.url != EMBEDDED:
+        return model
+    url = os.environ.get(EMBEDDED_URL_ENV)
+    if not url:
+        raise proto.ConfigError(
+            '[model] url is "embedded", the demo model that `bxctl up` runs; start boxmaker '
+            "with `bxctl up`, or set [model] url to your model server's OpenAI-compatible URL"
+        )
+    # The embedded server (llama-cpp-python) cannot stream while tools are offered.
+    return msgspec.structs.replace(model, url=url, stream=False)
+
+
 def resolve(config: LoopdConfig, *, config_dir: Path) -> Settings:
     """Turn a decoded config into absolute paths (relative ones are next to the config)."""
     home = proto.config_home(config.paths.home, config_dir)
@@ -109,7 +129,7 @@ def resolve(config: LoopdConfig, *, config_dir: Path) -> Settings:
 
     return Settings(
         home=home,
-        model=config.model,
+        model=_model_section(config.model),
         system_prompt=config_dir / Path(config.prompt.system).expanduser(),
         memory_socket=socket(config.memory.socket, proto.LOOP_MEMORY),
         broker_socket=socket(config.broker.socket, proto.LOOP_BROKER),

@@ -23,6 +23,7 @@ from proto import (
 )
 
 from ._common import CommandError, Sockets, ask, unreachable_sentence
+from ._embedded import DEMO_NOTICE, embedded_configured
 from ._owner import describe_approval
 
 __all__ = ["chat", "model_hint"]
@@ -158,6 +159,9 @@ async def chat(home: Path, session: str | None, message: str | None) -> int:
     )
     state = "new session" if opened.created else "resumed session"
     print(f"{state} {opened.session}", file=sys.stderr)
+    if embedded_configured(home):
+        notice = DEMO_NOTICE.format(config=home / "config" / "loopd.toml")
+        print(f"note: {notice}", file=sys.stderr)
     hint = await model_hint(home)
     if hint:
         print(f"note: {hint}", file=sys.stderr)

