@@ -20,80 +20,52 @@ def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[s
     }
 
 
-_ENTRY = {"type": "string", "description": "an entry's full text, exactly"}
+_OBJECT = {"type": "object"}
 
 CORE_TOOLS: list[dict[str, Any]] = [
-    _function(
-        "clock",
-        "The current date and time (UTC).",
-        {"type": "object", "properties": {}, "additionalProperties": False},
-    ),
+    _function("clock", "The current date and time (UTC).", {**_OBJECT, "properties": {}}),
     _function(
         "recall",
-        "Search past conversations and archived memory. Use when the owner refers to "
-        "something earlier or past context would help. Returns up to k snippets, best first.",
+        "Search past conversations and archived memory; best matches first.",
         {
-            "type": "object",
+            **_OBJECT,
             "properties": {
-                "query": {"type": "string", "minLength": 1, "maxLength": 500},
-                "k": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5},
+                "query": {"type": "string", "maxLength": 500},
+                "k": {"type": "integer", "minimum": 1, "maximum": 10},
             },
             "required": ["query"],
-            "additionalProperties": False,
         },
     ),
     _function(
         "memory",
-        "Propose an edit to memory.md (file 'memory') or user.md (file 'user'). The owner "
-        "approves every edit; it takes effect in the next session. Entries are named by "
-        "their full text. consolidate lists every entry once with keep, text (rewrite), "
-        "move (to the archive) or drop, plus new entries as {text}. Limits: memory.md "
-        "2,200 characters, user.md 1,375.",
+        "Propose an edit to memory.md (file memory, 2,200 chars) or user.md (file user, "
+        "1,375 chars); the owner approves it and it applies from the next session. Name "
+        "entries by their full text (old). consolidate lists every entry once with keep, "
+        "text, move (to the archive) or drop, and new ones as {text}.",
         {
-            "type": "object",
+            **_OBJECT,
             "properties": {
                 "action": {"enum": ["add", "replace", "remove", "consolidate"]},
                 "file": {"enum": ["memory", "user"]},
+                "old": {"type": "string"},
                 "text": {"type": "string"},
-                "old": _ENTRY,
-                "entries": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "old": _ENTRY,
-                            "keep": {"const": True},
-                            "text": {"type": "string"},
-                            "move": {"const": True},
-                            "drop": {"const": True},
-                        },
-                        "additionalProperties": False,
-                    },
-                },
+                "entries": {"type": "array", "items": _OBJECT},
             },
             "required": ["action", "file"],
-            "additionalProperties": False,
         },
     ),
     _function(
         "find_tool",
-        "Find other tools by what they do (e.g. 'read a file'); returns names and schemas "
-        "to use with call_tool.",
-        {
-            "type": "object",
-            "properties": {"query": {"type": "string", "minLength": 1}},
-            "required": ["query"],
-            "additionalProperties": False,
-        },
+        "Find other tools by what they do; use them with call_tool.",
+        {**_OBJECT, "properties": {"query": {"type": "string"}}, "required": ["query"]},
     ),
     _function(
         "call_tool",
         "Call a tool found with find_tool.",
         {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+            **_OBJECT,
+            "properties": {"name": {"type": "string"}, "arguments": _OBJECT},
             "required": ["name", "arguments"],
-            "additionalProperties": False,
         },
     ),
 ]
