@@ -31,9 +31,15 @@ typecheck:
 test *args:
     uv run pytest -q {{ args }}
 
-# The gate. CI runs exactly this.
+# The gate without the model: lint, types, every test. Fast (a minute or two).
 [group("gate")]
 check: lint typecheck test
+
+# The embedded model's tests against the real llama-cpp-python server. The first run
+# compiles llama-cpp-python (several minutes, shown by uv); then its cache holds it.
+[group("gate")]
+check-model *args:
+    uv run --group model pytest -q -s -m model tests/model {{ args }}
 
 # benchmarks (not in the gate): `just bench sockets`
 [group("bench")]

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +32,7 @@ class Stack:
     """A running boxmaker: its home, its model, its processes."""
 
     home: Path
-    model: ScriptedModel
+    scripted: ScriptedModel | None
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     logs: dict[str, Path] = field(default_factory=dict)
 
@@ -86,18 +86,44 @@ class Stack:
         path = self.logs.get(role)
         return path.read_text(errors="replace") if path and path.exists() else ""
 
+    @property
+    def model(self) -> ScriptedModel:
+        """The scripted model server (for stacks that have one)."""
+        assert self.scripted is not None, "this stack runs against a real model"
+        return self.scripted
+
     def script(self, *steps: Step) -> None:
         """Queue the model's next answers."""
         self.model.steps.extend(steps)
 
 
 @contextmanager
-def running_stack(directory: Path, *steps: Step) -> Iterator[Stack]:
-    """Start the three roles in `directory/home`; stop them (cleanly) at the end."""
+def running_stack(
+    directory: Path,
+    *steps: Step,
+    model_url: str | None = None,
+    stream: bool = True,
+    tool_choice: str | None = None,
+) -> Iterator[Stack]:
+    """Start the three roles in `directory/home`; stop them (cleanly) at the end.
+
+    The model is a scripted server playing `steps`, or the real server at `model_url`.
+    """
     home = directory / "home"
-    with serve_scripted_model(*steps) as model:
-        init_home(home, model_url=model.url, model="scripted")
-        stack = Stack(home, model)
+    with ExitStack() as cleanup:
+        scripted = None
+        if model_url is None:
+            scripted = cleanup.enter_context(serve_scripted_model(*steps))
+            model_url = scripted.url
+        init_home(home, model_url=model_url, model="scripted" if scripted else "smollm2")
+        loopd_toml = home / "config" / "loopd.toml"
+        text = loopd_toml.read_text()
+        if not stream:
+            text = text.replace("stream = true", "stream = false", 1)
+        if tool_choice is not None:
+            text = text.replace('# tool_choice = "auto"', f'tool_choice = "{tool_choice}"', 1)
+        loopd_toml.write_text(text)
+        stack = Stack(home, scripted)
         try:
             for role in ROLES:
                 stack.start(role)

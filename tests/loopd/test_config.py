@@ -47,3 +47,13 @@ def test_the_shipped_config_decodes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(EMBEDDED_URL_ENV, "http://127.0.0.1:1/v1")
     shipped = Path(__file__).parents[2] / "config" / "loopd.toml"
     assert load_settings(shipped).model.max_steps == 16
+
+
+def test_tool_choice_defaults(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(EMBEDDED_URL_ENV, "http://127.0.0.1:1/v1")
+    embedded = write(short_dir / "a.toml", "")
+    assert load_settings(embedded).model.tool_choice == "none"
+    trying = write(short_dir / "b.toml", '[model]\ntool_choice = "auto"\n')
+    assert load_settings(trying).model.tool_choice == "auto"
+    real = write(short_dir / "c.toml", '[model]\nurl = "http://10.0.0.1/v1"\n')
+    assert load_settings(real).model.tool_choice is None  # the request says "auto"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
@@ -37,6 +38,9 @@ class ModelSection(_Section, frozen=True, kw_only=True):
     timeout_s: float = 120.0
     stream: bool = True
     null_content: bool = False
+    tool_choice: Literal["auto", "none"] | None = None
+    """"auto" lets the model call tools; "none" asks for text only. Default: "auto", or
+    "none" for the embedded demo model, which calls tools badly and constantly."""
     max_steps: int = 16
 
 
@@ -116,8 +120,11 @@ def _model_section(model: ModelSection) -> ModelSection:
             '[model] url is "embedded", the demo model that `bxctl up` runs; start boxmaker '
             "with `bxctl up`, or set [model] url to your model server's OpenAI-compatible URL"
         )
-    # The embedded server (llama-cpp-python) cannot stream while tools are offered.
-    return msgspec.structs.replace(model, url=url, stream=False)
+    # The embedded server (llama-cpp-python) cannot stream while tools are offered, and
+    # its tiny model, offered tools, calls them for everything ("hello" included).
+    return msgspec.structs.replace(
+        model, url=url, stream=False, tool_choice=model.tool_choice or "none"
+    )
 
 
 def resolve(config: LoopdConfig, *, config_dir: Path) -> Settings:

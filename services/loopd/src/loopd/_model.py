@@ -125,7 +125,7 @@ class ModelClient:
             head["stream_options"] = {"include_usage": True}
         if tools:
             head["tools"] = tools
-            head["tool_choice"] = "auto"
+            head["tool_choice"] = s.tool_choice or "auto"
         head["messages"] = messages
         return _encoder.encode(head)
 

@@ -67,6 +67,8 @@ async def count_tokens(preview: BaselinePreviewReply) -> TokenCount:
                     "model": preview.model,
                     "messages": messages,
                     "tools": preview.tools,
+                    # without it, some servers leave the tools out of the prompt
+                    "tool_choice": "auto",
                     "max_tokens": 1,
                     "stream": False,
                 },

@@ -35,8 +35,9 @@ INSTALL_HINT = (
     "your own OpenAI-compatible server"
 )
 DEMO_NOTICE = (
-    "this is the embedded demo model (SmolLM2, 135M parameters): it answers, but it is "
-    "tiny and often picks the wrong tool. For a real assistant, point boxmaker at a real "
+    "this is the embedded demo model (SmolLM2, 135M parameters): it answers in plain text "
+    "and does not use tools (it is too small to choose them; [model] tool_choice = "
+    '"auto" lets it try). For a real assistant, point boxmaker at a real '
     "server: `bxctl init --model-url URL --model NAME` for a new home, or set [model] url "
     "and model in {config}, then restart `bxctl up`."
 )
