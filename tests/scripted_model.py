@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ class Step:
     raw: bytes | None = None  # sent as the body as it is (status still applies)
     usage: int | None = None  # total_tokens to report; default: a count from the request
     cut: bool = False  # promise a longer body than is sent, then close (a reset mid-answer)
+    delay_s: float = 0.0  # wait this long before answering (a slow server)
 
 
 @dataclass
@@ -135,6 +137,8 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 self._send(500, b'{"error": {"message": "the script has no more steps"}}')
                 return
             step = model.steps.pop(0)
+            if step.delay_s:
+                time.sleep(step.delay_s)
             if step.raw is not None:
                 self._send(step.status, step.raw)
                 return

@@ -339,3 +339,32 @@ async def test_a_reply_with_reasoning_only_finishes_the_turn_empty(
     assert h.memoryd.updated == [opened.session]
     # reasoning is kept in the log but never sent back to the model
     assert "thinking" not in json.dumps(model.request_json(0)["messages"])
+
+
+async def test_a_slow_model_server_times_out_with_the_cause(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    steps = (Step(text="late", delay_s=1.5), Step(text="on time"))
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url, timeout_s=0.5)
+        opened = await open_session(h.chat)
+        first = await say(h.chat, opened.session, "one")
+        second = await say(h.chat, opened.session, "two")
+    assert isinstance(first[-1], proto.Error)
+    assert first[-1].message == (f"the model server at {model.url} did not answer within 0.5 s")
+    assert second[-1] == TurnDone(text="on time")
+
+
+async def test_html_escaped_arguments_are_an_error_the_model_sees(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    escaped = "{&quot;name&quot;: &quot;read_file&quot;, &quot;arguments&quot;: {}}"
+    steps = (Step(tool_calls=[("call_tool", escaped)]), Step(text="sorry"))
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        opened = await open_session(h.chat)
+        frames = await say(h.chat, opened.session, "read it")
+    assert frames[-1] == TurnDone(text="sorry")
+    result = log_of(h.home, opened.session)[2]
+    assert str(result["content"]).startswith("error: the arguments are not JSON")
+    assert h.brokerd.requests == []
