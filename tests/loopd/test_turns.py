@@ -234,6 +234,7 @@ async def test_model_server_down_names_the_cause(nursery: trio.Nursery, short_di
         frames = await say(h.chat, opened.session, "hello?")
     assert isinstance(frames[-1], proto.Error)
     assert "cannot reach the model server at http://127.0.0.1:9/v1" in frames[-1].message
+    assert frames[-1].runbook == "model-unavailable"
 
 
 async def test_a_full_session_refuses_the_turn(nursery: trio.Nursery, short_dir: Path) -> None:

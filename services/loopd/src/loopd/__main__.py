@@ -24,7 +24,11 @@ def prepare(config: Path) -> proto.StartRole:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process's exit code."""
     return proto.serve_main(
-        "loopd", description=DESCRIPTION, prepare=prepare, runbook=None, argv=argv
+        "loopd",
+        description=DESCRIPTION,
+        prepare=prepare,
+        runbook="loopd-start-failed",
+        argv=argv,
     )
 
 

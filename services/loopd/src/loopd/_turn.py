@@ -52,10 +52,11 @@ CHARS_PER_TOKEN = 3  # a cautious estimate where the server has not counted yet
 class TurnError(Exception):
     """A turn that could not finish; `code` and the sentence go to the chat client."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, runbook: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.runbook = runbook
 
 
 class SessionFull(TurnError):
@@ -139,7 +140,7 @@ async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) ->
         try:
             reply = await ctx.model.complete(messages, session.baseline.tools, on_text)
         except ModelError as exc:
-            raise TurnError("model-error", str(exc)) from None
+            raise TurnError("model-error", str(exc), runbook="model-unavailable") from None
         await _append(
             session,
             AssistantRecord(
