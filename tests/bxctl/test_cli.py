@@ -348,3 +348,41 @@ def test_up_without_the_embedded_model_installed_says_how(short_dir: Path) -> No
     assert done.returncode == 1
     assert "uv run --group model bxctl up" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_grants_lists_loaded_grants_and_refused_files(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def brokerd(request: Message, conn: proto.Connection) -> Message:
+        assert isinstance(request, proto.GrantsList)
+        return proto.Grants(
+            grants=[
+                proto.GrantInfo(
+                    name="builtin-memory",
+                    tool="memory",
+                    mode="ask",
+                    max_taint=proto.Class.secret,
+                    result_class=proto.Class.private,
+                    untrusted=False,
+                    grant_sha256="ab" * 32,
+                    builtin=True,
+                )
+            ],
+            problems=[
+                proto.GrantProblem(
+                    file="mine.toml",
+                    message="the policy of recall and memory is built in; remove this grant.",
+                )
+            ],
+        )
+
+    await serve(nursery, short_dir, proto.OWNER_BROKER, brokerd)
+    assert await run("grants", "--home", str(short_dir)) == 1
+    out = capsys.readouterr().out
+    assert (
+        "builtin-memory       memory      ask, max_taint secret, result private  (built in)" in out
+    )
+    assert (
+        "REFUSED mine.toml: the policy of recall and memory is built in; remove this "
+        "grant. (runbook: grants-invalid)"
+    ) in out

@@ -121,6 +121,19 @@ async def deny(approval: str, /, *, home: Home = None, reason: str | None = None
 
 
 @app.command
+async def grants(*, home: Home = None, json: Json = False) -> int:
+    """The grants brokerd decides with, and any grant file it refused (exit 1 if so).
+
+    Args:
+        home: the boxmaker home.
+        json: print JSON for scripts.
+    """
+    from ._owner import grants_list
+
+    return await grants_list(home_of(home), as_json=json)
+
+
+@app.command
 async def reindex(*, home: Home = None, admin_socket: Path | None = None) -> int:
     """Rebuild the recall index from sessions/ and archive.md; recall keeps working meanwhile.
 

@@ -18,6 +18,8 @@ from proto import (
     AuditVerified,
     AuditVerify,
     EditRecord,
+    Grants,
+    GrantsList,
     MemoryBlock,
     MemoryBlockReply,
     MemoryHistory,
@@ -38,6 +40,7 @@ __all__ = [
     "audit_tail",
     "audit_verify",
     "describe_approval",
+    "grants_list",
     "memory_history",
     "memory_show",
     "recall",
@@ -215,3 +218,21 @@ def audit_tail(home: Path, count: int, *, as_json: bool) -> int:
             f"{' untrusted' if label.get('untrusted') else ''}"
         )
     return 0
+
+
+async def grants_list(home: Path, *, as_json: bool) -> int:
+    """The grants brokerd loaded (the built-in ones included) and the files it refused."""
+    path = Sockets(home).path(proto.OWNER_BROKER)
+    reply = await ask(path, proto.OWNER_BROKER, GrantsList(), Grants)
+    if as_json:
+        print_json({"grants": reply.grants, "problems": reply.problems})
+        return 0
+    for grant in reply.grants:
+        flags = [grant.mode, f"max_taint {grant.max_taint}", f"result {grant.result_class}"]
+        if grant.untrusted:
+            flags.append("untrusted")
+        origin = "built in" if grant.builtin else f"sha256 {grant.grant_sha256[:12]}"
+        print(f"{grant.name:<20} {grant.tool:<11} {', '.join(flags)}  ({origin})")
+    for problem in reply.problems:
+        print(f"REFUSED {problem.file}: {problem.message} (runbook: grants-invalid)")
+    return 1 if reply.problems else 0
