@@ -306,6 +306,7 @@ def test_sessions_list_and_show_read_the_files(
         ["approvals"],
         ["approvals", "deny"],
         ["reindex"],
+        ["grants"],
         ["recall"],
         ["memory", "show"],
         ["memory", "history"],
