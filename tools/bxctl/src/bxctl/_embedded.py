@@ -25,6 +25,7 @@ __all__ = [
     "find_gguf",
     "free_port",
     "server_command",
+    "worth_showing",
 ]
 
 EMBEDDED = "embedded"
@@ -95,3 +96,12 @@ def server_command(gguf: Path, port: int) -> list[str]:
         "--chat_format",
         "chatml-function-calling",
     ]
+
+
+def worth_showing(line: str) -> bool:
+    """Whether a line of the model server's log is worth the owner's screen.
+
+    The server's own lines and problems are; llama.cpp's thousands of lines of loading
+    detail are not (they stay in the tail bxctl reports if the server dies).
+    """
+    return line.startswith(("INFO:", "WARNING:", "ERROR:")) or "error" in line.lower()

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from ._embedded import (
     find_gguf,
     free_port,
     server_command,
+    worth_showing,
 )
 from ._init import init_home
 
@@ -48,6 +49,7 @@ class _Child:
     role: str
     process: trio.Process
     notify: trio.socket.SocketType | None
+    show: Callable[[str], bool] = lambda line: True
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=5))
     exited: trio.Event = field(default_factory=trio.Event)
 
@@ -62,7 +64,8 @@ async def _pump_logs(child: _Child) -> None:
         for raw in lines:
             line = raw.decode(errors="replace")
             child.tail.append(line)
-            print(f"{child.role:>7} | {line}", file=sys.stderr, flush=True)
+            if child.show(line):
+                print(f"{child.role:>7} | {line}", file=sys.stderr, flush=True)
     if buffer:
         child.tail.append(buffer.decode(errors="replace"))
 
@@ -147,6 +150,7 @@ async def _start_model(nursery: trio.Nursery) -> tuple[_Child, str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     child = await _spawn(nursery, "model", server_command(gguf, port), dict(os.environ))
+    child.show = worth_showing
     print(f"bxctl: loading the embedded demo model ({gguf.name}) …", file=sys.stderr, flush=True)
     async with httpx.AsyncClient(timeout=2.0) as http:
         with trio.move_on_after(MODEL_READY_DEADLINE_S) as waited:
