@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = {"sockets": "bench.sockets"}
+BENCHES = {"sockets": "bench.sockets", "index": "bench.index"}
 
 
 def main(argv: list[str]) -> int:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from functools import partial
 
+import msgspec
 import trio
 
 import proto
@@ -16,6 +18,9 @@ from proto import (
     MemoryHistoryReply,
     Message,
     Ok,
+    RecallQuery,
+    Reindex,
+    Reindexed,
     ServiceError,
     SessionUpdated,
     ToolRequest,
@@ -25,11 +30,23 @@ from proto import (
 from ._block import memory_block
 from ._config import Settings
 from ._edits import EditApplier, read_history
-from ._files import MemoryDir, MemoryUnavailable
+from ._files import (
+    MemoryDir,
+    MemoryUnavailable,
+    append_line,
+    ensure_private_dir,
+    month_file,
+    utc_now,
+)
+from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable
+from ._recall import RecallRecord, label_of, recall_record, render
+from ._store import Sources
 
 __all__ = ["Memoryd"]
 
 log = logging.getLogger("memoryd")
+
+_encoder = msgspec.json.Encoder()
 
 
 class Memoryd:
@@ -39,11 +56,24 @@ class Memoryd:
         self.settings = settings
         self.memory = MemoryDir(settings.memory_dir)
         self.edits = EditApplier(self.memory)
-        self.updated_sessions: set[str] = set()
+        self.index = Index(
+            settings.index_dir,
+            Sources(
+                sessions_dir=settings.sessions_dir,
+                archive=self.memory.path("archive.md"),
+                max_class=settings.max_class,
+            ),
+        )
 
     async def start(self, work: trio.Nursery, shutdown: trio.Event) -> str:
-        """Serve the three sockets in `work` until `shutdown`; return a status line."""
+        """Serve the three sockets in `work` until `shutdown`; return a status line.
+
+        The index is opened (or built) and caught up in the background: the memory
+        block is served at once.
+        """
         s = self.settings
+        ensure_private_dir(s.index_dir)
+        work.start_soon(self.index.run, shutdown)
         serve = partial(proto.serve_unix, shutdown=shutdown, read_timeout_s=s.read_timeout_s)
         for spec, path, handler in (
             (proto.LOOP_MEMORY, s.loop_socket, self.handle_loop),
@@ -69,7 +99,10 @@ class Memoryd:
                 ) from None
             return MemoryBlockReply(text=text)
         if isinstance(request, SessionUpdated):
-            self.updated_sessions.add(request.session)
+            try:
+                await self.index.session_updated(request.session)
+            except IndexDamaged as exc:
+                raise ServiceError("memory-index-damaged", str(exc), runbook=RUNBOOK) from None
             return Ok()
         raise AssertionError(f"unroutable {request!r}")  # the socket's allow-list prevents it
 
@@ -80,11 +113,12 @@ class Memoryd:
         assert isinstance(request, ToolRequest)
         name = request.call.name
         if name == "memory":
-            return await self.edits.apply(request)
+            reply = await self.edits.apply(request)
+            if reply.status == "ok":
+                await self._archive_changed()
+            return reply
         if name == "recall":
-            return ToolResponse(
-                call_id=request.call.id, status="error", content="recall is not available yet"
-            )
+            return await self.recall(request)
         return ToolResponse(
             call_id=request.call.id,
             status="error",
@@ -94,9 +128,76 @@ class Memoryd:
     # -- the owner ---------------------------------------------------------------------
 
     async def handle_admin(self, request: Message, conn: Connection) -> Message:
-        """memory_history → memory_history_reply (reindex and recall_query: part 2)."""
+        """The owner: reindex, recall_query (→ tool_response) and memory_history."""
         if isinstance(request, MemoryHistory):
             edits = await trio.to_thread.run_sync(read_history, self.memory, request.file)
             return MemoryHistoryReply(edits=edits)
-        kind = type(request).__struct_config__.tag
-        raise ServiceError("not-available", f"{kind!r} is not available yet")
+        if isinstance(request, Reindex):
+            return await self.reindex()
+        if isinstance(request, RecallQuery):
+            return await self.recall_query(request)
+        raise AssertionError(f"unroutable {request!r}")  # the socket's allow-list prevents it
+
+    # -- recall and the index ----------------------------------------------------------
+
+    async def recall(self, request: ToolRequest) -> ToolResponse:
+        """The recall tool (spec §5): search, answer with the label, log the recall."""
+        call_id = request.call.id
+        try:
+            args = proto.parse_recall_args(request.call.arguments)
+        except proto.ToolArgsError as exc:
+            return ToolResponse(call_id=call_id, status="error", content=str(exc))
+        try:
+            search = await self.index.search(args.query, args.k)
+        except IndexDamaged as exc:
+            return ToolResponse(
+                call_id=call_id, status="error", content=f"{exc} (runbook: {RUNBOOK})"
+            )
+        found, now = search.found, utc_now()
+        record = recall_record(now, request.session, args.query, args.k, found)
+        try:
+            await trio.to_thread.run_sync(self._log_recall, record, now)
+        except OSError as exc:
+            log.error("recall by call %s is not in the recall log: %s", call_id, exc)
+        content = render(args.query, found, search.ranking.marked)
+        return ToolResponse(call_id=call_id, status="ok", content=content, label=label_of(found))
+
+    def _log_recall(self, record: RecallRecord, now: datetime) -> None:
+        self.memory.recalls.mkdir(mode=0o700, exist_ok=True)
+        append_line(month_file(self.memory.recalls, now), _encoder.encode(record).decode())
+
+    async def recall_query(self, request: RecallQuery) -> ToolResponse:
+        """The owner's own search: the recall engine and format, no recall-log line."""
+        try:  # the tool's own limits: 1 to 500 characters, k from 1 to 10
+            args = proto.parse_recall_args(
+                _encoder.encode({"query": request.query, "k": request.k})
+            )
+        except proto.ToolArgsError as exc:
+            raise ServiceError("bad-arguments", str(exc)) from None
+        try:
+            search = await self.index.search(args.query, args.k)
+        except IndexUnavailable as exc:
+            raise ServiceError("index-unavailable", str(exc), runbook=RUNBOOK) from None
+        except IndexDamaged as exc:
+            raise ServiceError("memory-index-damaged", str(exc), runbook=RUNBOOK) from None
+        content = render(args.query, search.found, search.ranking.marked)
+        return ToolResponse(
+            call_id="owner", status="ok", content=content, label=label_of(search.found)
+        )
+
+    async def reindex(self) -> Reindexed:
+        """Rebuild the index into a new file and swap it in (spec §10)."""
+        try:
+            built = await self.index.rebuild()
+        except (OSError, IndexDamaged) as exc:
+            log.error("reindex failed: %s", exc)
+            raise ServiceError(
+                "reindex-failed", f"the index could not be rebuilt: {exc}", runbook=RUNBOOK
+            ) from None
+        return Reindexed(logs=built.logs, records=built.records, archive=built.archive)
+
+    async def _archive_changed(self) -> None:
+        try:
+            await self.index.archive_changed()
+        except IndexDamaged as exc:
+            log.error("archive.md changed but could not be indexed: %s (runbook: %s)", exc, RUNBOOK)

@@ -1,0 +1,377 @@
+"""The recall index as memoryd runs it: kept up with the logs, searched, rebuilt beside itself.
+
+SQLite runs in worker threads. One writer connection, behind `_write_lock`, adds rows
+(a finished turn, the start-up catch-up, archive.md growing); `READERS` reading
+connections, each lent to one search at a time, answer recall while the writer works
+(WAL). A rebuild writes a new file with its own connection, so recall keeps answering
+from the old one; the swap then waits for the writer and every reader, closes them all,
+renames the new file over the old one and opens it again, and catches up whatever the
+logs gained meanwhile.
+
+In memory, per log, a cursor (records read, bytes read, the session's label after
+them) spares re-reading a log from the start on each turn; `progress` in the file is
+the truth, and a log without a cursor is walked from its start once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import sqlean
+import trio
+
+from ._logs import (
+    ARCHIVE_LOG,
+    Cursor,
+    archive_rows,
+    count_records,
+    list_logs,
+    session_logs,
+)
+from ._query import query_terms
+from ._search import OPTIMISE_FROM_ROWS, Found, Ranking, Vocabulary, fetch, prepare, rank
+from ._store import (
+    INDEX_FILE,
+    Connection,
+    IndexDamaged,
+    Sources,
+    Writer,
+    build,
+    connect,
+    remove_file,
+    session_rows,
+    verify,
+)
+
+__all__ = ["READERS", "Index", "IndexDamaged", "IndexUnavailable", "Rebuilt"]
+
+log = logging.getLogger("memoryd.index")
+
+READERS = 2
+RUNBOOK = "memory-index-damaged"
+
+
+class IndexUnavailable(IndexDamaged):
+    """The index is not open: it is being built, or its file could not be opened."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rebuilt:
+    """What a rebuild read: session logs, rows from them, archive entries."""
+
+    logs: int
+    records: int
+    archive: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Search:
+    """A search's winners, best first, and how they were ranked."""
+
+    found: list[Found]
+    ranking: Ranking
+
+
+class Index:
+    """`{home}/index/memory.sqlite3`, built from `sessions/` and archive.md (spec §6)."""
+
+    def __init__(self, index_dir: Path, sources: Sources) -> None:
+        self.path = index_dir / INDEX_FILE
+        self.sources = sources
+        self.vocabulary = Vocabulary()
+        self.ready = trio.Event()
+        """Set once the index is open (built, if it had to be)."""
+        self.caught_up = trio.Event()
+        """Set once the start-up catch-up has read every log."""
+        self._writer: Writer | None = None
+        self._readers: list[Connection] = []
+        self._slots = trio.Semaphore(READERS)
+        self._write_lock = trio.Lock()
+        self._rebuild_lock = trio.Lock()
+        self._cursors: dict[str, Cursor] = {}
+        self._archive_size: int | None = None
+        self._rescan = trio.Event()
+
+    # -- lifetime ----------------------------------------------------------------------
+
+    async def run(self, shutdown: trio.Event) -> None:
+        """Open the index (building it when missing or damaged), catch up, serve, close."""
+        async with trio.open_nursery() as nursery:
+            opened = await trio.to_thread.run_sync(self._open_existing)
+            if opened:
+                self.ready.set()
+                self._rescan.set()
+                await self.catch_up()
+            else:
+                try:
+                    await self.rebuild()
+                except (OSError, IndexDamaged) as exc:
+                    log.error("cannot build %s: %s (runbook: %s)", self.path, exc, RUNBOOK)
+            self.caught_up.set()
+            nursery.start_soon(self._keep_vocabulary)
+            await shutdown.wait()
+            nursery.cancel_scope.cancel()
+        async with self._exclusive():
+            await trio.to_thread.run_sync(self._close_all)
+
+    async def _keep_vocabulary(self) -> None:
+        """Rescan the frequent terms' counts whenever a search finds them stale."""
+        while True:
+            await self._rescan.wait()
+            self._rescan = trio.Event()
+            if not self.ready.is_set():
+                continue
+            try:
+                async with self._reading() as conn:
+                    await trio.to_thread.run_sync(self.vocabulary.scan, conn)
+            except (sqlean.Error, IndexDamaged) as exc:
+                log.error("cannot count the index's terms: %s (runbook: %s)", exc, RUNBOOK)
+
+    def _open_existing(self) -> bool:
+        if not self.path.exists():
+            log.info("no index at %s; building it from the session logs", self.path)
+            return False
+        conn = None
+        try:
+            conn = connect(self.path)
+            verify(conn, thorough=True)
+            self._install(conn)
+        except (IndexDamaged, OSError) as exc:
+            if conn is not None:
+                self._close_all(conn)
+            log.error("%s is damaged (%s); rebuilding it (runbook: %s)", self.path, exc, RUNBOOK)
+            return False
+        return True
+
+    def _install(self, conn: Connection) -> None:
+        self._writer = Writer(conn)
+        self._readers = []
+        for _ in range(READERS):
+            reader = connect(self.path)
+            prepare(reader)
+            self._readers.append(reader)
+
+    def _close_all(self, *more: Connection) -> None:
+        writer = [self._writer.conn] if self._writer else []
+        for conn in {id(c): c for c in [*self._readers, *writer, *more]}.values():
+            try:
+                conn.close()
+            except sqlean.Error as exc:
+                log.warning("closing %s: %s", self.path, exc)
+        self._readers, self._writer = [], None
+
+    @asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """Hold the writer and every reader: nobody touches the file meanwhile."""
+        async with self._write_lock:
+            taken = 0
+            try:
+                for _ in range(READERS):
+                    await self._slots.acquire()
+                    taken += 1
+                yield
+            finally:
+                for _ in range(taken):
+                    self._slots.release()
+
+    @asynccontextmanager
+    async def _reading(self) -> AsyncIterator[Connection]:
+        async with self._slots:
+            if not self._readers:
+                raise IndexUnavailable(f"the recall index {self.path} is not open")
+            conn = self._readers.pop()
+            try:
+                yield conn
+            finally:
+                self._readers.append(conn)
+
+    def _writing(self) -> Writer:
+        if self._writer is None:
+            raise IndexUnavailable(f"the recall index {self.path} is not open")
+        return self._writer
+
+    # -- keeping up --------------------------------------------------------------------
+
+    async def session_updated(self, session: str) -> None:
+        """Index the records of `session`'s logs past those already indexed.
+
+        During the start-up build and catch-up this waits for them, so that a recall
+        after the reply finds the turn.
+        """
+        await self.caught_up.wait()
+        async with self._write_lock:
+            await trio.to_thread.run_sync(self._index_session, session)
+
+    def _index_session(self, session: str) -> None:
+        writer = self._writing()
+        logs = session_logs(self.sources.sessions_dir, session)
+        if not logs:
+            log.info("session %s has no logs under %s", session, self.sources.sessions_dir)
+            return
+        indexed = {
+            found.key: cursor.records
+            if (cursor := self._cursors.get(found.key))
+            else writer.progress(found.key)
+            for found in logs
+        }
+        rows, counts, cursors = session_rows(logs, self._cursors, indexed, self.sources.max_class)
+        changed = {key: n for key, n in counts.items() if n != indexed.get(key)}
+        if rows or changed:
+            try:
+                writer.add(rows, changed)
+            except sqlean.Error as exc:
+                raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
+        self._cursors.update(cursors)
+
+    async def catch_up(self) -> int:
+        """Index what every log gained since it was last read; return the sessions read."""
+        if not self.ready.is_set():
+            return 0
+        async with self._write_lock:
+            indexed = await trio.to_thread.run_sync(self._writing().all_progress)
+        pending = await trio.to_thread.run_sync(self._pending, indexed)
+        for session in pending:
+            async with self._write_lock:
+                await trio.to_thread.run_sync(self._index_session, session)
+        if pending:
+            log.info("caught up %d session(s) with their logs", len(pending))
+        await self.archive_changed()
+        return len(pending)
+
+    def _pending(self, indexed: dict[str, int]) -> list[str]:
+        pending: list[str] = []
+        for found in list_logs(self.sources.sessions_dir):
+            if pending and pending[-1] == found.session:
+                continue
+            cursor = self._cursors.get(found.key)
+            try:
+                if cursor is not None:
+                    grown = found.path.stat().st_size > cursor.offset
+                else:
+                    grown = count_records(found.path) > indexed.get(found.key, 0)
+            except OSError as exc:
+                log.warning("cannot read %s: %s; skipped it", found.path, exc)
+                continue
+            if grown:
+                pending.append(found.session)
+        return pending
+
+    async def archive_changed(self) -> None:
+        """Index archive.md's new entries (all of them again if it shrank: a hand edit)."""
+        if not self.ready.is_set():
+            return
+        async with self._write_lock:
+            await trio.to_thread.run_sync(self._index_archive)
+
+    def _index_archive(self) -> None:
+        writer = self._writing()
+        try:
+            size = self.sources.archive.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        if size == self._archive_size:
+            return
+        rows, count = archive_rows(self.sources.archive, max_class=self.sources.max_class)
+        try:
+            indexed = writer.progress(ARCHIVE_LOG)
+            if count < indexed:
+                log.warning(
+                    "archive.md has %d entries but %d are indexed (edited by hand?); "
+                    "indexing it again",
+                    count,
+                    indexed,
+                )
+                writer.replace_archive(rows, count)
+                self.vocabulary.clear()
+            elif count > indexed:
+                writer.add(rows[indexed:], {ARCHIVE_LOG: count})
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
+        self._archive_size = size
+
+    # -- searching ---------------------------------------------------------------------
+
+    async def search(self, query: str, k: int) -> Search:
+        """The k best hits for `query` (spec §5); none when it has no terms."""
+        terms = query_terms(query)
+        if not terms:
+            return Search([], Ranking([], "no terms", exact=True))
+        if not self.ready.is_set():
+            raise IndexUnavailable("the recall index is being built; try again in a minute")
+        async with self._reading() as conn:
+            found, stale = await trio.to_thread.run_sync(self._search, conn, terms, k)
+        if stale:
+            self._rescan.set()
+        return found
+
+    def _search(self, conn: Connection, terms: list[str], k: int) -> tuple[Search, bool]:
+        try:
+            conn.execute("BEGIN")
+            try:
+                ranking = rank(conn, terms, k, self.vocabulary)
+                found = fetch(conn, [rowid for rowid, _ in ranking.rows])
+            finally:
+                conn.execute("COMMIT")
+        except sqlean.Error as exc:
+            log.error("searching %s failed: %s (runbook: %s)", self.path, exc, RUNBOOK)
+            raise IndexDamaged(f"the recall index cannot be read: {exc}") from exc
+        stale = ranking.indexed >= OPTIMISE_FROM_ROWS and self.vocabulary.stale(ranking.indexed)
+        return Search(found, ranking), stale
+
+    # -- rebuilding --------------------------------------------------------------------
+
+    async def rebuild(self) -> Rebuilt:
+        """Build a new index from `sessions/` and archive.md, swap it in, catch up."""
+        async with self._rebuild_lock:
+            target = self.path.with_name(INDEX_FILE + ".new")
+            stop = threading.Event()
+            log.info("building %s", target)
+            try:
+                built = await trio.to_thread.run_sync(
+                    build, target, self.sources, stop, abandon_on_cancel=True
+                )
+            except sqlean.Error as exc:
+                raise IndexDamaged(f"building {target} failed: {exc}") from exc
+            except BaseException:
+                stop.set()  # an abandoned build stops at its next session and removes its file
+                raise
+            async with self._exclusive():
+                await trio.to_thread.run_sync(self._swap, built.path, built.cursors)
+            self.ready.set()
+            self._rescan.set()
+            log.info(
+                "built the index: %d logs, %d records, %d archive entries",
+                built.logs,
+                built.records,
+                built.archive,
+            )
+        await self.catch_up()
+        return Rebuilt(built.logs, built.records, built.archive)
+
+    def _swap(self, new: Path, cursors: dict[str, Cursor]) -> None:
+        self._close_all()
+        for suffix in ("-wal", "-shm"):
+            # Only now, with every connection closed, is the old WAL nobody's.
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        try:
+            os.replace(new, self.path)
+            fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            remove_file(new)
+            if self.path.exists():
+                self._install(connect(self.path))
+            raise
+        self._install(connect(self.path))
+        self._cursors = dict(cursors)
+        self._archive_size = None
+        self.vocabulary.clear()

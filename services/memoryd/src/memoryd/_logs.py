@@ -1,0 +1,304 @@
+"""What the index holds: rows read from session logs and archive.md (spec §6).
+
+A session log (`sessions/<id>/<epoch>.jsonl`, loopd's, ARCHITECTURE §4) gives one row per
+`user` content, per `assistant` content, and per tool call the assistant made
+(`name {arguments}`); never a tool result, never `reasoning_content`. Walking the log in
+order keeps the session's label so far: the highest class of the `tool_result` records
+before a record (at least private), untrusted if any was. A record gets the label in
+force when it was written, and is not indexed when that class is above `max_class`.
+
+A record is a complete line. A last line without its newline is a write in progress:
+it is left for the next read. A line that is not a session record is counted, skipped
+and logged (one log line per read of a log); if it still reads as a `tool_result`, the
+label takes what it can of it, and the worst where it cannot. memoryd never writes here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+import msgspec
+
+import entries
+from proto import AssistantRecord, Class, Label, SessionRecord, ToolResultRecord, UserRecord
+from proto import check_session_id as _check_session_id
+
+__all__ = [
+    "ARCHIVE_LOG",
+    "MAX_LINE_BYTES",
+    "START",
+    "Cursor",
+    "Row",
+    "SessionLog",
+    "archive_rows",
+    "count_records",
+    "list_logs",
+    "read_log",
+    "session_logs",
+]
+
+log = logging.getLogger("memoryd.logs")
+
+MAX_LINE_BYTES = 16 << 20
+"""A longer line is damage, not a record: no context window holds it. Skipped unread."""
+
+ARCHIVE_LOG = "archive.md"
+"""archive.md's key in `progress`: its `records` counts archive entries."""
+
+_LOG_NAME = re.compile(r"(0|[1-9][0-9]{0,8})\.jsonl")
+_decoder = msgspec.json.Decoder(SessionRecord)
+_WORST = Label(class_=Class.secret, untrusted=True)
+
+
+class Row(NamedTuple):
+    """One indexed text and its source: the columns of `sources` after the text."""
+
+    text: str
+    kind: str  # "session" or "archive"
+    session: str
+    epoch: int | None
+    record: int
+    time: str
+    role: str  # "user", "assistant", "tool_call"; for archive.md the file it came from
+    class_: str
+    untrusted: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cursor:
+    """How far a log has been read: complete records, their bytes, the label after them."""
+
+    records: int
+    offset: int
+    label: Label
+
+
+START = Cursor(records=0, offset=0, label=Label())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SessionLog:
+    """One session log file."""
+
+    session: str
+    epoch: int
+    path: Path
+
+    @property
+    def key(self) -> str:
+        """The log's name in `progress`: `<session>/<epoch>.jsonl`."""
+        return f"{self.session}/{self.epoch}.jsonl"
+
+
+def session_logs(sessions_dir: Path, session: str) -> list[SessionLog]:
+    """The logs of one session, by epoch; none when its directory is missing."""
+    _check_session_id(session)
+    try:
+        with os.scandir(sessions_dir / session) as found:
+            names = [e.name for e in found if e.is_file(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    logs = []
+    for name in names:
+        if _LOG_NAME.fullmatch(name):
+            epoch = int(name.partition(".")[0])
+            logs.append(SessionLog(session, epoch, sessions_dir / session / name))
+    return sorted(logs, key=lambda found_log: found_log.epoch)
+
+
+def list_logs(sessions_dir: Path) -> list[SessionLog]:
+    """Every session log under `sessions_dir`, by session then epoch."""
+    try:
+        with os.scandir(sessions_dir) as found:
+            sessions = sorted(e.name for e in found if e.is_dir(follow_symlinks=False))
+    except FileNotFoundError:
+        return []
+    return [
+        found_log
+        for session in sessions
+        if _is_session_id(session)
+        for found_log in session_logs(sessions_dir, session)
+    ]
+
+
+def _is_session_id(name: str) -> bool:
+    try:
+        _check_session_id(name)
+    except ValueError:
+        return False
+    return True
+
+
+def count_records(path: Path) -> int:
+    """How many complete lines `path` holds (0 when it is missing)."""
+    count = 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                count += chunk.count(b"\n")
+    except FileNotFoundError:
+        return 0
+    return count
+
+
+def read_log(
+    found: SessionLog, start: Cursor, *, indexed: int, max_class: Class
+) -> tuple[list[Row], Cursor]:
+    """Read `found` from `start` to its last complete line.
+
+    Args:
+        found: The log.
+        start: Where to begin: `START`, or the cursor a previous read returned.
+        indexed: Records before this number are walked for the label only (they are in
+            the index already).
+        max_class: Records whose label is above this class give no rows.
+
+    Returns:
+        The rows of the records from `indexed` on, and the cursor after the last
+        complete line.
+    """
+    rows: list[Row] = []
+    label, record, offset = start.label, start.records, start.offset
+    bad: list[tuple[int, str]] = []
+    with open(found.path, "rb") as f:
+        f.seek(offset)
+        while True:
+            line = f.readline(MAX_LINE_BYTES + 1)
+            if not line.endswith(b"\n"):
+                if len(line) <= MAX_LINE_BYTES:
+                    break  # the end, or a line still being written
+                rest = _skip_line(f)
+                if rest is None:
+                    break
+                offset += len(line) + rest
+                record += 1
+                if record > indexed:
+                    bad.append((record, f"a line of more than {MAX_LINE_BYTES:,} bytes"))
+                if b'"tool_result"' in line[:4096]:
+                    label = label.join(_WORST)
+                continue
+            offset += len(line)
+            record += 1
+            try:
+                parsed = _decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                if record > indexed:  # lines read before were reported then
+                    bad.append((record, str(exc)))
+                label = label.join(_damaged_label(line))
+                continue
+            if isinstance(parsed, ToolResultRecord):
+                if parsed.class_.rank > label.class_.rank or (
+                    parsed.untrusted and not label.untrusted
+                ):
+                    label = label.join(Label(class_=parsed.class_, untrusted=parsed.untrusted))
+            elif record > indexed and label.class_.rank <= max_class.rank:
+                _add_rows(rows, parsed, found, record - 1, label)
+    if bad:
+        number, why = bad[0]
+        log.warning(
+            "%s: skipped %d line(s) that are not session records (first: line %d: %s)",
+            found.path,
+            len(bad),
+            number,
+            why,
+        )
+    return rows, Cursor(records=record, offset=offset, label=label)
+
+
+def _add_rows(
+    rows: list[Row],
+    parsed: UserRecord | AssistantRecord,
+    found: SessionLog,
+    record: int,
+    label: Label,
+) -> None:
+    def row(text: str, role: str) -> Row:
+        return Row(
+            text,
+            "session",
+            found.session,
+            found.epoch,
+            record,
+            parsed.time,
+            role,
+            label.class_.value,
+            int(label.untrusted),
+        )
+
+    if isinstance(parsed, UserRecord):
+        if parsed.content.strip():
+            rows.append(row(parsed.content, "user"))
+        return
+    if parsed.content and parsed.content.strip():
+        rows.append(row(parsed.content, "assistant"))
+    for call in parsed.tool_calls:
+        rows.append(row(f"{call.name} {call.arguments}", "tool_call"))
+
+
+def _skip_line(f: BinaryIO) -> int | None:
+    """Read past the rest of an over-long line; its byte count, or None at EOF first."""
+    skipped = 0
+    while chunk := f.readline(1 << 20):
+        skipped += len(chunk)
+        if chunk.endswith(b"\n"):
+            return skipped
+    return None
+
+
+def _damaged_label(line: bytes) -> Label:
+    """What a line that is not a record tells the label: nothing, unless it was a result."""
+    try:
+        value = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return Label()
+    if not isinstance(value, dict) or value.get("type") != "tool_result":
+        return Label()
+    try:
+        class_ = Class(value.get("class", Class.private.value))
+    except ValueError:
+        class_ = Class.secret
+    untrusted = value.get("untrusted", False)
+    return Label(class_=class_, untrusted=untrusted if isinstance(untrusted, bool) else True)
+
+
+def archive_rows(path: Path, *, max_class: Class) -> tuple[list[Row], int]:
+    """One row per entry of archive.md, in order, private and trusted (spec §6).
+
+    Returns:
+        The rows (none when `max_class` is below private), and the number of entries.
+    """
+    found = archive_entries(path)
+    if Class.private.rank > max_class.rank:
+        return [], len(found)
+    rows = [
+        Row(
+            entry.text,
+            "archive",
+            entry.session,
+            None,
+            number,
+            entry.moved_at,
+            entry.name,
+            Class.private.value,
+            0,
+        )
+        for number, entry in enumerate(found)
+    ]
+    return rows, len(found)
+
+
+def archive_entries(path: Path) -> list[entries.ArchiveEntry]:
+    """The entries of archive.md (none when it is missing); problems are logged."""
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    found, problems = entries.parse_archive(text)
+    for problem in problems:
+        log.warning("%s", problem)
+    return found

@@ -1,0 +1,336 @@
+"""The index file and its writes, blocking; callers run these in a worker thread (spec §6).
+
+`{home}/index/memory.sqlite3` holds the spec's schema and nothing else: `hits` (FTS5, the
+text), `sources` (where each row came from, and its label) and `progress` (how many
+records of each session log are read; `archive.md`'s row counts archive entries). It is
+opened in WAL mode with `synchronous=NORMAL`, autocommit off (`isolation_level=None`)
+and explicit transactions. A connection is used by one thread at a time; the caller
+guarantees it.
+
+A rebuild writes a new file next to the live one without a journal (a failed build is
+discarded, never used), switches it to WAL, checkpoints it, and leaves the rename to the
+caller, who must close every connection to the old file first: a WAL file is found by
+name, so an old connection would otherwise write into the new file's journal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import sqlean
+
+from proto import Class, Label
+
+from ._logs import (
+    ARCHIVE_LOG,
+    Cursor,
+    Row,
+    SessionLog,
+    archive_rows,
+    list_logs,
+    read_log,
+)
+
+__all__ = [
+    "INDEX_FILE",
+    "SCHEMA",
+    "Built",
+    "IndexDamaged",
+    "Sources",
+    "Writer",
+    "build",
+    "connect",
+    "remove_file",
+    "verify",
+]
+
+log = logging.getLogger("memoryd.index")
+
+INDEX_FILE = "memory.sqlite3"
+SCHEMA = (
+    "CREATE VIRTUAL TABLE hits USING fts5(text, tokenize = 'unicode61')",
+    "CREATE TABLE sources (rowid INTEGER PRIMARY KEY, kind TEXT, session TEXT, epoch INTEGER, "
+    "record INTEGER, time TEXT, role TEXT, class TEXT, untrusted INTEGER)",
+    "CREATE TABLE progress (log TEXT PRIMARY KEY, records INTEGER)",
+)
+_TABLES = ("hits", "sources", "progress")
+_SUFFIXES = ("", "-journal", "-wal", "-shm")
+
+Connection = Any
+"""A `sqlean.Connection` (sqlean ships no type information)."""
+
+
+class IndexDamaged(Exception):
+    """The index file cannot be opened or read, or does not hold the spec's schema."""
+
+    code = "memory-index-damaged"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sources:
+    """What the index is built from, and what it leaves out."""
+
+    sessions_dir: Path
+    archive: Path
+    max_class: Class
+
+
+def connect(path: Path) -> Connection:
+    """Open `path` (created if missing, 0600) in WAL mode; `IndexDamaged` if it cannot be."""
+    if not path.exists():
+        _create_private(path)
+    try:
+        conn = sqlean.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=10000")
+    except sqlean.Error as exc:
+        raise IndexDamaged(f"{path} cannot be opened: {exc}") from exc
+    return conn
+
+
+def _create_private(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def _normalised(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+def verify(conn: Connection, *, thorough: bool = False) -> None:
+    """Check that the schema is the spec's and the tables read; `IndexDamaged` if not.
+
+    Args:
+        conn: An open connection.
+        thorough: Also run `PRAGMA quick_check` (reads every page: seconds at 1M rows).
+    """
+    try:
+        found = dict(
+            conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE name IN (?, ?, ?)", _TABLES
+            ).fetchall()
+        )
+        for name, sql in zip(_TABLES, SCHEMA, strict=True):
+            if _normalised(found.get(name) or "") != _normalised(sql):
+                raise IndexDamaged(f"table {name!r} is missing or not the spec's")
+        conn.execute("SELECT count(*) FROM progress").fetchone()
+        conn.execute("SELECT block FROM hits_data WHERE id = 1").fetchone()
+        if thorough:
+            result = conn.execute("PRAGMA quick_check").fetchall()
+            if result != [("ok",)]:
+                raise IndexDamaged(f"quick_check says {result[0][0]!r}")
+    except sqlean.Error as exc:
+        raise IndexDamaged(str(exc)) from exc
+
+
+def create_schema(conn: Connection) -> None:
+    """Create the three tables in an empty file."""
+    conn.execute("BEGIN")
+    for statement in SCHEMA:
+        conn.execute(statement)
+    conn.execute("COMMIT")
+
+
+def remove_file(path: Path) -> None:
+    """Delete an index file and its journal, WAL and shared-memory files, if present."""
+    for suffix in _SUFFIXES:
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+class Writer:
+    """The one connection that writes the live index; used by one thread at a time."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        row = conn.execute("SELECT coalesce(max(rowid), 0) FROM sources").fetchone()
+        self.next_rowid: int = row[0] + 1
+
+    def progress(self, key: str) -> int:
+        """How many records of `key` are indexed (0 when none)."""
+        row = self.conn.execute("SELECT records FROM progress WHERE log = ?", (key,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def all_progress(self) -> dict[str, int]:
+        """Every log's count."""
+        return {k: int(v) for k, v in self.conn.execute("SELECT log, records FROM progress")}
+
+    def add(self, rows: list[Row], progress: dict[str, int]) -> None:
+        """Insert `rows` and set `progress`, in one transaction."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            first = self.next_rowid
+            _insert(self.conn, rows, first)
+            self.conn.executemany(
+                "INSERT INTO progress (log, records) VALUES (?, ?) "
+                "ON CONFLICT (log) DO UPDATE SET records = excluded.records",
+                progress.items(),
+            )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            _roll_back(self.conn)
+            raise
+        self.next_rowid = first + len(rows)
+
+    def replace_archive(self, rows: list[Row], count: int) -> None:
+        """Drop every archive row and insert `rows` (archive.md was edited, not appended)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute(
+                "DELETE FROM hits WHERE rowid IN (SELECT rowid FROM sources WHERE kind = ?)",
+                ("archive",),
+            )
+            self.conn.execute("DELETE FROM sources WHERE kind = ?", ("archive",))
+            first = self.next_rowid
+            _insert(self.conn, rows, first)
+            self.conn.execute(
+                "INSERT OR REPLACE INTO progress (log, records) VALUES (?, ?)",
+                (ARCHIVE_LOG, count),
+            )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            _roll_back(self.conn)
+            raise
+        self.next_rowid = first + len(rows)
+
+
+def _roll_back(conn: Connection) -> None:
+    # SQLite may have rolled back already (a full disk does): nothing left to undo.
+    try:
+        conn.execute("ROLLBACK")
+    except sqlean.Error as exc:
+        log.debug("rollback: %s", exc)
+
+
+def _insert(conn: Connection, rows: list[Row], first: int) -> None:
+    conn.executemany(
+        "INSERT INTO hits (rowid, text) VALUES (?, ?)",
+        [(first + i, row.text) for i, row in enumerate(rows)],
+    )
+    conn.executemany(
+        "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(first + i, *row[1:]) for i, row in enumerate(rows)],
+    )
+
+
+def session_rows(
+    logs: Iterable[SessionLog],
+    cursors: dict[str, Cursor],
+    indexed: dict[str, int],
+    max_class: Class,
+) -> tuple[list[Row], dict[str, int], dict[str, Cursor]]:
+    """The new rows of one session's logs (in epoch order), their counts and cursors.
+
+    Each log is read from its cursor in `cursors`, or from the start, walking the
+    records already indexed (`indexed`) for the label only; the label carries from one
+    epoch to the next.
+    """
+    rows: list[Row] = []
+    counts: dict[str, int] = {}
+    moved: dict[str, Cursor] = {}
+    carry = Label()
+    for found in logs:
+        done = indexed.get(found.key, 0)
+        start = cursors.get(found.key) or Cursor(records=0, offset=0, label=carry)
+        try:
+            new, cursor = read_log(found, start, indexed=done, max_class=max_class)
+        except OSError as exc:
+            log.warning("cannot read %s: %s; skipped it", found.path, exc)
+            break  # a later epoch's label depends on this one
+        if cursor.records < done:
+            log.warning(
+                "%s has %d records but %d are indexed (was it rewritten?); "
+                "run bxctl reindex to start over",
+                found.path,
+                cursor.records,
+                done,
+            )
+        else:
+            moved[found.key] = cursor  # never a cursor behind what is indexed
+        rows.extend(new)
+        counts[found.key] = max(done, cursor.records)
+        carry = cursor.label
+    return rows, counts, moved
+
+
+@dataclasses.dataclass
+class Built:
+    """A finished rebuild, not yet swapped in."""
+
+    path: Path
+    logs: int
+    records: int
+    archive: int
+    cursors: dict[str, Cursor]
+
+
+class BuildStopped(Exception):
+    """A rebuild was asked to stop (memoryd is shutting down)."""
+
+
+def build(target: Path, sources: Sources, stop: threading.Event) -> Built:
+    """Build a complete index into `target` (replacing any leftover there).
+
+    Every session log under `sources.sessions_dir` and archive.md are read in one
+    transaction. The file ends in WAL mode, checkpointed and fsynced, ready to rename.
+
+    Raises:
+        BuildStopped: `stop` was set; `target` is removed.
+        OSError, sqlean.Error: the build failed; `target` is removed.
+    """
+    remove_file(target)
+    _create_private(target)
+    conn = sqlean.connect(os.fspath(target), isolation_level=None, check_same_thread=False)
+    try:
+        built = _fill(conn, target, sources, stop)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except BaseException:
+        conn.close()
+        remove_file(target)
+        raise
+    conn.close()
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return built
+
+
+def _fill(conn: Connection, target: Path, sources: Sources, stop: threading.Event) -> Built:
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")
+    create_schema(conn)
+    conn.execute("BEGIN")
+    cursors: dict[str, Cursor] = {}
+    counts: dict[str, int] = {}
+    logs = list_logs(sources.sessions_dir)
+    next_rowid = 1
+    by_session: dict[str, list[SessionLog]] = {}
+    for found in logs:
+        by_session.setdefault(found.session, []).append(found)
+    for session_logs in by_session.values():
+        if stop.is_set():
+            raise BuildStopped("the rebuild was stopped")
+        rows, new_counts, new_cursors = session_rows(session_logs, {}, {}, sources.max_class)
+        _insert(conn, rows, next_rowid)
+        next_rowid += len(rows)
+        counts.update(new_counts)
+        cursors.update(new_cursors)
+    records = next_rowid - 1
+    archive, archive_count = archive_rows(sources.archive, max_class=sources.max_class)
+    _insert(conn, archive, next_rowid)
+    counts[ARCHIVE_LOG] = archive_count
+    conn.executemany("INSERT INTO progress (log, records) VALUES (?, ?)", counts.items())
+    conn.execute("COMMIT")
+    return Built(target, len(logs), records, archive_count, cursors)

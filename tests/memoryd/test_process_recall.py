@@ -1,0 +1,94 @@
+"""recall, session_updated and reindex through a real memoryd process and its sockets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+from memoryd_harness import OTHER, SESSION, append, result, said, user
+
+import proto
+from proto import Class, Label, Reindex, Reindexed, ToolCall, ToolRequest, ToolResponse
+
+CAP_S = 30
+
+
+def recall_call(query: str) -> ToolRequest:
+    return ToolRequest(
+        session=OTHER,
+        call=ToolCall(id="r1", name="recall", arguments=json.dumps({"query": query})),
+    )
+
+
+async def recall_when_ready(broker: Path, query: str) -> ToolResponse:
+    """Recall, retrying while the index is still being built at start-up."""
+    while True:
+        try:
+            reply = await proto.call(broker, recall_call(query), ToolResponse)
+        except proto.Unreachable:
+            reply = None
+        if reply is not None and "being built" not in reply.content:
+            return reply
+        await trio.sleep(0.05)
+
+
+@pytest.fixture
+def process(short_dir: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    """A home with two session logs, and memoryd started on it (no index yet)."""
+    home = short_dir / "home"
+    sessions = home / "sessions"
+    append(sessions, [user("the launch window moved to Thursday"), said("Noted.")])
+    append(sessions, [result(Class.public, untrusted=True), said("the page says launch")], OTHER)
+    config = short_dir / "memoryd.toml"
+    config.write_text(f'[paths]\nhome = "{home}"\n')
+    (short_dir / "soul.md").write_text("Starter soul.\n")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "memoryd", "serve", "--config", os.fspath(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield home, child
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+async def test_recall_through_a_memoryd_process(
+    process: tuple[Path, subprocess.Popen[str]],
+) -> None:
+    home, child = process
+    sessions = home / "sessions"
+    broker = home / proto.BROKER_MEMORY.relative_path
+    loop = home / proto.LOOP_MEMORY.relative_path
+    admin = home / proto.OWNER_MEMORY.relative_path
+    with trio.fail_after(CAP_S):
+        first = await recall_when_ready(broker, "launch window")
+        append(sessions, [user("the parcel comes on Monday")])
+        await proto.call(loop, proto.SessionUpdated(session=SESSION), proto.Ok)
+        parcel = await proto.call(broker, recall_call("parcel"), ToolResponse)
+        reindexed = await proto.call(admin, Reindex(), Reindexed)
+        after = await proto.call(broker, recall_call("launch window"), ToolResponse)
+    child.send_signal(signal.SIGTERM)
+    _, stderr = await trio.to_thread.run_sync(lambda: child.communicate(timeout=CAP_S))
+    assert child.returncode == 0, stderr
+    assert first.status == "ok"
+    assert first.content.startswith("[1] session mm-8ass9m…, 2026-09-20 14:02 UTC, the owner said")
+    assert "the page says launch" in first.content
+    assert first.label == Label(class_=Class.private, untrusted=True)
+    assert parcel.content.endswith("the owner said · private\nthe parcel comes on Monday")
+    assert reindexed == Reindexed(logs=2, records=4, archive=0)
+    assert after.content == first.content
+    assert "no index at" in stderr  # built at start-up
+    [recalls] = list((home / "memory" / "recalls").glob("*.jsonl"))
+    queries = [json.loads(line)["query"] for line in recalls.read_text().splitlines()]
+    # every answer left one line; a retry while the index was being built left none
+    assert queries == ["launch window", "parcel", "launch window"]

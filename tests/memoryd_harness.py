@@ -1,0 +1,122 @@
+"""Helpers for memoryd's index tests: session logs as loopd writes them, an open index."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import sqlean
+import trio
+
+from memoryd._index import Index
+from memoryd._store import Sources
+from proto import AssistantRecord, Class, ToolCall, ToolResultRecord, UserRecord
+
+SESSION = "mm-8ass9mqqqqqqqqqqqqqqqqqqqq"
+OTHER = "chat-17891234abcdefgh"
+TIME = "2026-09-20T14:02:03Z"
+CAP_S = 20
+
+Record = UserRecord | AssistantRecord | ToolResultRecord
+_encoder = msgspec.json.Encoder()
+
+
+def user(text: str, time: str = TIME) -> UserRecord:
+    return UserRecord(time=time, content=text)
+
+
+def said(
+    text: str | None,
+    *calls: tuple[str, str],
+    reasoning: str | None = None,
+    time: str = TIME,
+) -> AssistantRecord:
+    return AssistantRecord(
+        time=time,
+        content=text,
+        reasoning_content=reasoning,
+        tool_calls=[ToolCall(id=f"c{i}", name=n, arguments=a) for i, (n, a) in enumerate(calls)],
+    )
+
+
+def result(
+    class_: Class = Class.private, untrusted: bool = False, text: str = "a tool's output"
+) -> ToolResultRecord:
+    return ToolResultRecord(
+        time=TIME, call_id="c0", name="tool", content=text, class_=class_, untrusted=untrusted
+    )
+
+
+def encode(records: Iterable[Record]) -> bytes:
+    return b"".join(_encoder.encode(r) + b"\n" for r in records)
+
+
+def log_path(sessions: Path, session: str = SESSION, epoch: int = 0) -> Path:
+    return sessions / session / f"{epoch}.jsonl"
+
+
+def append(
+    sessions: Path, records: Iterable[Record], session: str = SESSION, *, epoch: int = 0
+) -> Path:
+    """Append records to a session log as loopd does (creating the session's directory)."""
+    return append_bytes(sessions, encode(records), session, epoch=epoch)
+
+
+def append_bytes(sessions: Path, data: bytes, session: str = SESSION, *, epoch: int = 0) -> Path:
+    path = log_path(sessions, session, epoch)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with path.open("ab") as f:
+        f.write(data)
+    return path
+
+
+def sources_in(home: Path, max_class: Class = Class.private) -> Sources:
+    return Sources(
+        sessions_dir=home / "sessions",
+        archive=home / "memory" / "archive.md",
+        max_class=max_class,
+    )
+
+
+@asynccontextmanager
+async def open_index(home: Path, max_class: Class = Class.private) -> AsyncIterator[Index]:
+    """An `Index` under `home`, opened (or built) and caught up; closed on the way out."""
+    (home / "index").mkdir(parents=True, exist_ok=True, mode=0o700)
+    (home / "sessions").mkdir(parents=True, exist_ok=True, mode=0o700)
+    index = Index(home / "index", sources_in(home, max_class))
+    shutdown = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(index.run, shutdown)
+        with trio.fail_after(CAP_S):
+            await index.caught_up.wait()
+        try:
+            yield index
+        finally:
+            shutdown.set()
+
+
+def indexed(path: Path) -> list[tuple[Any, ...]]:
+    """Every row of the index, its text beside its source, sorted (rowids left out)."""
+    conn = sqlean.connect(os.fspath(path))
+    try:
+        rows = conn.execute(
+            "SELECT h.text, s.kind, s.session, s.epoch, s.record, s.time, s.role, s.class, "
+            "s.untrusted FROM hits h JOIN sources s ON s.rowid = h.rowid"
+        ).fetchall()
+        counts = conn.execute("SELECT count(*) FROM hits").fetchone()[0]
+    finally:
+        conn.close()
+    assert counts == len(rows), "every row of hits has its source"
+    return sorted(rows, key=repr)
+
+
+def progress(path: Path) -> dict[str, int]:
+    conn = sqlean.connect(os.fspath(path))
+    try:
+        return dict(conn.execute("SELECT log, records FROM progress").fetchall())
+    finally:
+        conn.close()
