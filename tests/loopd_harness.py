@@ -99,7 +99,7 @@ async def start_harness(
     home = short_dir / "home"
     (short_dir / "system.md").write_text("You are boxmaker.\n")
     config = LoopdConfig(
-        paths=LoopdConfig().paths.__class__(home=str(home)),
+        paths=proto.PathsSection(home=str(home)),
         model=ModelSection(url=model_url, **model),  # type: ignore[arg-type]
     )
     settings = resolve(config, config_dir=short_dir)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from brokerd import Settings
-from brokerd._config import BrokerdConfig, PathsSection, resolve
+from brokerd._config import BrokerdConfig, resolve
+from proto import PathsSection
 
 
 @pytest.fixture

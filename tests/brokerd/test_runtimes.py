@@ -25,8 +25,8 @@ from brokerd._runtimes import (
     run_call,
 )
 from memoryd import Memoryd
-from memoryd._config import MemorydConfig, PathsSection, resolve
-from proto import Class, Label
+from memoryd._config import MemorydConfig, resolve
+from proto import Class, Label, PathsSection
 
 CAP_S = 10
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import proto
 from memoryd import Settings
 from memoryd._config import MemorydConfig, resolve
 
@@ -16,8 +17,7 @@ STARTER = "You are a test persona.\n"
 def settings(short_dir: Path) -> Settings:
     """Settings for a fresh home under a short temporary directory."""
     (short_dir / "soul.md").write_text(STARTER)
-    config = MemorydConfig()
     return resolve(
-        config.__class__(paths=config.paths.__class__(home=str(short_dir / "home"))),
+        MemorydConfig(paths=proto.PathsSection(home=str(short_dir / "home"))),
         config_dir=short_dir,
     )

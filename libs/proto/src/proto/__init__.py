@@ -19,6 +19,8 @@ from ._codec import encode_frame as encode_frame
 from ._codec import read_frame as read_frame
 from ._codec import write_frame as write_frame
 from ._config import ConfigError as ConfigError
+from ._config import ConfigSection as ConfigSection
+from ._config import PathsSection as PathsSection
 from ._config import StartFailed as StartFailed
 from ._config import config_home as config_home
 from ._config import read_config as read_config

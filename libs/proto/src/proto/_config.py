@@ -10,9 +10,27 @@ import msgspec
 from ._role import resolve_home
 from ._sockets import Socket
 
-__all__ = ["ConfigError", "StartFailed", "config_home", "read_config", "socket_path"]
+__all__ = [
+    "ConfigError",
+    "ConfigSection",
+    "PathsSection",
+    "StartFailed",
+    "config_home",
+    "read_config",
+    "socket_path",
+]
 
 C = TypeVar("C")
+
+
+class ConfigSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every config table: frozen, and an unknown key is an error naming it."""
+
+
+class PathsSection(ConfigSection, frozen=True, kw_only=True):
+    """`[paths]`: where the home is (default `$BOXMAKER_HOME`, then /var/lib/boxmaker)."""
+
+    home: str | None = None
 
 
 class StartFailed(Exception):

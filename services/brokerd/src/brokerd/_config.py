@@ -19,36 +19,26 @@ __all__ = ["BrokerdConfig", "Settings", "load_settings", "resolve"]
 PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
 
 
-class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    pass
-
-
-class PathsSection(_Section, frozen=True, kw_only=True):
-    """`[paths]`: where the home is (default `$BOXMAKER_HOME`, then /var/lib/boxmaker)."""
-
-    home: str | None = None
-
-
-class MemorySection(_Section, frozen=True, kw_only=True):
+class MemorySection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[memory]`: memoryd's broker socket, where recall and memory calls go."""
 
     socket: str | None = None
     call_timeout_s: PositiveSeconds = 30.0
 
 
-class RuntimeSection(_Section, frozen=True, kw_only=True):
+class RuntimeSection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[runtime]`: what runs every tool but recall and memory."""
 
     kind: Literal["local", "refusing"] = "local"
 
 
-class ApprovalsSection(_Section, frozen=True, kw_only=True):
+class ApprovalsSection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[approvals]`: how long an `ask` call waits for the owner before it is denied."""
 
     timeout_s: PositiveSeconds = 900.0
 
 
-class SocketsSection(_Section, frozen=True, kw_only=True):
+class SocketsSection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[sockets]`: socket paths; defaults under `{home}/run/` (ARCHITECTURE §2)."""
 
     loop: str | None = None
@@ -56,10 +46,10 @@ class SocketsSection(_Section, frozen=True, kw_only=True):
     read_timeout_s: PositiveSeconds = 10.0
 
 
-class BrokerdConfig(_Section, frozen=True, kw_only=True):
+class BrokerdConfig(proto.ConfigSection, frozen=True, kw_only=True):
     """The whole of brokerd.toml."""
 
-    paths: PathsSection = msgspec.field(default_factory=PathsSection)
+    paths: proto.PathsSection = msgspec.field(default_factory=proto.PathsSection)
     memory: MemorySection = msgspec.field(default_factory=MemorySection)
     runtime: RuntimeSection = msgspec.field(default_factory=RuntimeSection)
     approvals: ApprovalsSection = msgspec.field(default_factory=ApprovalsSection)

@@ -14,17 +14,7 @@ import proto
 __all__ = ["LoopdConfig", "ModelSettings", "Settings", "load_settings", "resolve"]
 
 
-class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    pass
-
-
-class PathsSection(_Section, frozen=True, kw_only=True):
-    """`[paths]`: the home (default `$BOXMAKER_HOME`, then /var/lib/boxmaker)."""
-
-    home: str | None = None
-
-
-class ModelSection(_Section, frozen=True, kw_only=True):
+class ModelSection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[model]`: an OpenAI-compatible chat completions server."""
 
     url: str = "embedded"
@@ -44,35 +34,35 @@ class ModelSection(_Section, frozen=True, kw_only=True):
     max_steps: int = 16
 
 
-class MemorySection(_Section, frozen=True, kw_only=True):
+class MemorySection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[memory]`: memoryd's loop socket."""
 
     socket: str | None = None
 
 
-class BrokerSection(_Section, frozen=True, kw_only=True):
+class BrokerSection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[broker]`: brokerd's loop socket."""
 
     socket: str | None = None
 
 
-class PromptSection(_Section, frozen=True, kw_only=True):
+class PromptSection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[prompt]`: system.md, relative to the config file's directory."""
 
     system: str = "system.md"
 
 
-class SocketsSection(_Section, frozen=True, kw_only=True):
+class SocketsSection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[sockets]`: the chat socket loopd serves."""
 
     chat: str | None = None
     read_timeout_s: float = 10.0
 
 
-class LoopdConfig(_Section, frozen=True, kw_only=True):
+class LoopdConfig(proto.ConfigSection, frozen=True, kw_only=True):
     """The whole of loopd.toml."""
 
-    paths: PathsSection = msgspec.field(default_factory=PathsSection)
+    paths: proto.PathsSection = msgspec.field(default_factory=proto.PathsSection)
     model: ModelSection = msgspec.field(default_factory=ModelSection)
     memory: MemorySection = msgspec.field(default_factory=MemorySection)
     broker: BrokerSection = msgspec.field(default_factory=BrokerSection)

@@ -17,29 +17,19 @@ from proto import Class
 __all__ = ["MemorydConfig", "Settings", "load_settings"]
 
 
-class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    pass
-
-
-class PathsSection(_Section, frozen=True, kw_only=True):
-    """`[paths]`: where the home is (default `$BOXMAKER_HOME`, then /var/lib/boxmaker)."""
-
-    home: str | None = None
-
-
-class MemorySection(_Section, frozen=True, kw_only=True):
+class MemorySection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[memory]`: the starter soul.md, relative to the config file's directory."""
 
     soul_starter: str = "soul.md"
 
 
-class IndexSection(_Section, frozen=True, kw_only=True):
+class IndexSection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[index]`: records above `max_class` are not indexed."""
 
     max_class: Class = Class.private
 
 
-class SocketsSection(_Section, frozen=True, kw_only=True):
+class SocketsSection(proto.ConfigSection, frozen=True, kw_only=True):
     """`[sockets]`: socket paths; defaults under `{home}/run/` (spec §7)."""
 
     loop: str | None = None
@@ -48,10 +38,10 @@ class SocketsSection(_Section, frozen=True, kw_only=True):
     read_timeout_s: float = 10.0
 
 
-class MemorydConfig(_Section, frozen=True, kw_only=True):
+class MemorydConfig(proto.ConfigSection, frozen=True, kw_only=True):
     """The whole of memoryd.toml."""
 
-    paths: PathsSection = msgspec.field(default_factory=PathsSection)
+    paths: proto.PathsSection = msgspec.field(default_factory=proto.PathsSection)
     memory: MemorySection = msgspec.field(default_factory=MemorySection)
     index: IndexSection = msgspec.field(default_factory=IndexSection)
     sockets: SocketsSection = msgspec.field(default_factory=SocketsSection)
