@@ -25,6 +25,9 @@ from ._config import StartFailed as StartFailed
 from ._config import config_home as config_home
 from ._config import read_config as read_config
 from ._config import socket_path as socket_path
+from ._durable import append_line as append_line
+from ._durable import fsync_dir as fsync_dir
+from ._durable import write_atomically as write_atomically
 from ._escape import escape as escape
 from ._escape import unescape as unescape
 from ._ids import SESSION_ID_PATTERN as SESSION_ID_PATTERN

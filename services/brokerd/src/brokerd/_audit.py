@@ -21,6 +21,7 @@ from typing import Literal
 import msgspec
 import trio
 
+import proto
 from proto import Label
 
 __all__ = ["GENESIS", "Audit", "AuditRecord", "Decision", "Verdict"]
@@ -122,7 +123,7 @@ class Audit:
         async with self._lock:
             line = _encoder.encode(msgspec.structs.replace(record, prev=self._last))
             path = self.directory / f"{now:%Y-%m}.jsonl"
-            await trio.to_thread.run_sync(_append_line, path, line)
+            await trio.to_thread.run_sync(proto.append_line, path, line)
             self._last = _digest(line)
 
     async def verify(self) -> Verdict:
@@ -163,17 +164,3 @@ class Audit:
                 "wrote (it was changed, or records after it were removed)",
             )
         return Verdict(records=count)
-
-
-def _append_line(path: Path, line: bytes) -> None:
-    data = line + b"\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        size = os.fstat(fd).st_size
-        written = os.write(fd, data)
-        if written != len(data):
-            os.ftruncate(fd, size)
-            raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -13,7 +13,6 @@ import logging
 import os
 import secrets
 import stat
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,16 +102,10 @@ class SessionStore:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory = self.directory(session)
         directory.mkdir(mode=0o700)  # FileExistsError: the caller checked; a race lost
-        data = _encoder.encode(baseline)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".baseline.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / "0.baseline.json")
+        proto.write_atomically(directory / "0.baseline.json", _encoder.encode(baseline))
         os.close(os.open(directory / "0.jsonl", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        _fsync_dir(directory)
-        _fsync_dir(self.root)
+        proto.fsync_dir(directory)
+        proto.fsync_dir(self.root)
         return Session(session, directory, baseline, [])
 
     def load(self, session: str) -> Session:
@@ -145,11 +138,3 @@ class SessionStore:
             for p in self.root.iterdir()
             if stat.S_ISDIR(p.lstat().st_mode) and (p / "0.baseline.json").is_file()
         )
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

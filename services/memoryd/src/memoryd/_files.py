@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,11 +22,9 @@ __all__ = [
     "MemoryDir",
     "MemoryUnavailable",
     "StartError",
-    "append_line",
     "ensure_private_dir",
     "month_file",
     "utc_now",
-    "write_atomically",
 ]
 
 FILE_NAMES = ("soul.md", "memory.md", "user.md", "archive.md")
@@ -64,51 +61,6 @@ def ensure_private_dir(path: Path) -> None:
         raise StartError(f"{path} exists and is not a directory")
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(path, 0o700)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text`: temporary file, fsync, rename, fsync the directory."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with _suppress_oserror():
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def append_line(path: Path, line: str) -> None:
-    """Append one whole line (with its newline) in a single write, then fsync."""
-    data = line.encode() if line.endswith("\n") else (line + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        written = os.write(fd, data)
-        if written != len(data):
-            raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class _suppress_oserror:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return isinstance(exc[1], OSError)
 
 
 class MemoryDir:
@@ -172,7 +124,7 @@ class MemoryDir:
                 f"soul.md allows {entries.SOUL_LIMIT:,}"
             )
         try:
-            write_atomically(target, text)
+            proto.write_atomically(target, text.encode())
         except OSError as exc:
             raise StartError(f"cannot create {target}: {exc.strerror}") from exc
 
@@ -214,14 +166,14 @@ class MemoryDir:
 
     def write_entries(self, file: MemoryFile, new: tuple[str, ...]) -> None:
         """Replace memory.md or user.md with `new`, atomically."""
-        write_atomically(self.path(entries.file_name(file)), entries.render(new))
+        proto.write_atomically(self.path(entries.file_name(file)), entries.render(new).encode())
 
     def append_archive(self, records: str) -> None:
         """Append moved entries (already rendered) to archive.md in one write."""
         if records:
-            append_line(self.path("archive.md"), records)
+            proto.append_line(self.path("archive.md"), records.encode())
 
     def append_journal(self, line: str, now: datetime) -> None:
         """Append one journal line to `edits/YYYY-MM.jsonl`."""
         ensure_private_dir(self.edits)
-        append_line(month_file(self.edits, now), line)
+        proto.append_line(month_file(self.edits, now), line.encode())

@@ -33,7 +33,6 @@ from ._edits import EditApplier, read_history
 from ._files import (
     MemoryDir,
     MemoryUnavailable,
-    append_line,
     ensure_private_dir,
     month_file,
     utc_now,
@@ -164,7 +163,7 @@ class Memoryd:
 
     def _log_recall(self, record: RecallRecord, now: datetime) -> None:
         self.memory.recalls.mkdir(mode=0o700, exist_ok=True)
-        append_line(month_file(self.memory.recalls, now), _encoder.encode(record).decode())
+        proto.append_line(month_file(self.memory.recalls, now), _encoder.encode(record))
 
     async def recall_query(self, request: RecallQuery) -> ToolResponse:
         """The owner's own search: the recall engine and format, no recall-log line."""
