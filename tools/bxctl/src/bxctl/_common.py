@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -90,8 +89,3 @@ def print_json(value: object) -> None:
 def plural(n: int, one: str, many: str | None = None) -> str:
     """`1 log`, `42 logs`, with thousands separators."""
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
-
-
-def lines(items: Sequence[str]) -> str:
-    """Items one per line."""
-    return "\n".join(items)
