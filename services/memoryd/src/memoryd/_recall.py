@@ -22,7 +22,7 @@ import msgspec
 
 from proto import Class, Label
 
-from ._search import Found
+from ._search import Found, HitSource
 
 __all__ = [
     "SNIPPET_CHARS",
@@ -46,19 +46,6 @@ _WHO = {
 _RECORD_TIME = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}:[0-9]{2})")
 
 
-class HitSource(msgspec.Struct, frozen=True, kw_only=True):
-    """Where a hit came from, as the recall log records it (a `sources` row, no rowid)."""
-
-    kind: str
-    session: str
-    epoch: int | None
-    record: int
-    time: str
-    role: str
-    class_: str = msgspec.field(name="class")
-    untrusted: bool
-
-
 class RecallRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One line of `recalls/YYYY-MM.jsonl`; `hits` is empty when nothing was found."""
 
@@ -73,7 +60,7 @@ def label_of(found: Sequence[Found]) -> Label:
     """The highest class among the hits (at least private); untrusted if any hit is."""
     label = Label(class_=Class.private)
     for hit in found:
-        label = label.join(Label(class_=_class(hit.class_), untrusted=hit.untrusted))
+        label = label.join(_label(hit))
     return label
 
 
@@ -85,20 +72,21 @@ def _class(value: str) -> Class:
 
 
 def _label(hit: Found) -> Label:
-    return Label(class_=_class(hit.class_), untrusted=hit.untrusted)
+    return Label(class_=_class(hit.source.class_), untrusted=hit.source.untrusted)
 
 
 def source_line(number: int, hit: Found) -> str:
     """`[1] session mm-8ass9m…, 2026-09-20 14:02 UTC, the owner said · private`."""
-    if hit.kind == "archive":
-        where = f"archive.md, moved {hit.time[:10]} from {hit.role} · approved memory"
+    source = hit.source
+    if source.kind == "archive":
+        where = f"archive.md, moved {source.time[:10]} from {source.role} · approved memory"
     else:
-        session = hit.session
+        session = source.session
         if len(session) > _SESSION_SHOWN:
             session = session[:_SESSION_SHOWN] + _ELLIPSIS
-        when = _RECORD_TIME.match(hit.time)
-        stamp = f"{when[1]} {when[2]} UTC" if when else hit.time
-        where = f"session {session}, {stamp}, {_WHO.get(hit.role, hit.role)}"
+        when = _RECORD_TIME.match(source.time)
+        stamp = f"{when[1]} {when[2]} UTC" if when else source.time
+        where = f"session {session}, {stamp}, {_WHO.get(source.role, source.role)}"
     return f"[{number}] {where} · {_label(hit).describe()}"
 
 
@@ -166,17 +154,5 @@ def recall_record(
         session=session,
         query=query,
         k=k,
-        hits=[
-            HitSource(
-                kind=hit.kind,
-                session=hit.session,
-                epoch=hit.epoch,
-                record=hit.record,
-                time=hit.time,
-                role=hit.role,
-                class_=hit.class_,
-                untrusted=hit.untrusted,
-            )
-            for hit in found
-        ],
+        hits=[hit.source for hit in found],
     )

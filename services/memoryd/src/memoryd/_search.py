@@ -28,12 +28,15 @@ import dataclasses
 import math
 from typing import Any
 
+import msgspec
+
 from ._query import match_string
 
 __all__ = [
     "OPTIMISE_FROM_ROWS",
     "SELECTIVE_SHARE",
     "Found",
+    "HitSource",
     "Ranking",
     "Vocabulary",
     "averages",
@@ -69,20 +72,29 @@ class Ranking:
     """The rows in the index when it was ranked."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Found:
-    """A winning row: its text and its `sources` row."""
+class HitSource(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a hit came from: its `sources` row without the rowid (a reindex renumbers).
 
-    rowid: int
-    text: str
+    Recall shows it as the hit's source line; the recall log records it as it is.
+    """
+
     kind: str
     session: str
     epoch: int | None
     record: int
     time: str
     role: str
-    class_: str
+    class_: str = msgspec.field(name="class")
     untrusted: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """A winning row: its text and where it came from."""
+
+    rowid: int
+    text: str
+    source: HitSource
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
@@ -296,14 +308,16 @@ def fetch(conn: Connection, rowids: list[int]) -> list[Found]:
         row[0]: Found(
             rowid=row[0],
             text=row[1],
-            kind=row[2],
-            session=row[3],
-            epoch=row[4],
-            record=row[5],
-            time=row[6],
-            role=row[7],
-            class_=row[8],
-            untrusted=bool(row[9]),
+            source=HitSource(
+                kind=row[2],
+                session=row[3],
+                epoch=row[4],
+                record=row[5],
+                time=row[6],
+                role=row[7],
+                class_=row[8],
+                untrusted=bool(row[9]),
+            ),
         )
         for row in conn.execute(
             "SELECT s.rowid, h.text, s.kind, s.session, s.epoch, s.record, s.time, s.role, "
