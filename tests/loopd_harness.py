@@ -9,7 +9,7 @@ import trio
 
 import proto
 from loopd import Loopd
-from loopd._config import LoopdConfig, ModelSection, resolve
+from loopd._config import ModelSection, resolve
 from proto import (
     ApprovalPending,
     Label,
@@ -98,7 +98,7 @@ async def start_harness(
 ) -> Harness:
     home = short_dir / "home"
     (short_dir / "system.md").write_text("You are boxmaker.\n")
-    config = LoopdConfig(
+    config = proto.LoopdConfig(
         paths=proto.PathsSection(home=str(home)),
         model=ModelSection(url=model_url, **model),  # type: ignore[arg-type]
     )

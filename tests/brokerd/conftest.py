@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from brokerd import Settings
-from brokerd._config import BrokerdConfig, resolve
-from proto import PathsSection
+from brokerd._config import resolve
+from proto import BrokerdConfig, PathsSection
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ from hypothesis import strategies as st
 import proto
 from brokerd._arguments import (
     ArgumentsRefused,
-    HttpFetchArgs,
-    ReadFileArgs,
     check_tool_name,
     parse_arguments,
 )
@@ -75,8 +73,8 @@ def test_every_memory_action_parses() -> None:
         ("recall", '{"query": "\\ud800"}', "lone surrogate"),
         ("recall", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
         ("memory", '{"action": "add", "file": "soul", "text": "x"}', "at `$.file`"),
-        ("memory", '{"action": "delete", "file": "memory"}', "invalid value 'delete'"),
-        ("memory", '{"action": "add", "file": "memory"}', "missing required field `text`"),
+        ("memory", '{"action": "delete", "file": "memory"}', "invalid enum value 'delete'"),
+        ("memory", '{"action": "add", "file": "memory"}', "add needs 'text'"),
         (
             "memory",
             json.dumps({"action": "add", "file": "memory", "text": "x" * 2201}),
@@ -123,9 +121,9 @@ def test_tool_names_are_checked(name: str) -> None:
 def test_the_canonical_text_is_compact_utf8_in_the_models_order() -> None:
     parsed = parse_arguments("read_file", '{ "path" : "/notes/caf\\u00e9.txt" }')
     assert parsed.canonical == '{"path":"/notes/café.txt"}'
-    assert parsed.value == ReadFileArgs(path="/notes/café.txt")
+    assert parsed.value == proto.ReadFileArgs(path="/notes/café.txt")
     fetched = parse_arguments("http_fetch", '{"url": "https://example.org/"}')
-    assert fetched.value == HttpFetchArgs(url="https://example.org/")
+    assert fetched.value == proto.HttpFetchArgs(url="https://example.org/")
     other = parse_arguments("shell", '{"b": [1, 2.5, null], "a": {"x": true}}')
     assert other.canonical == '{"b":[1,2.5,null],"a":{"x":true}}'
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from brokerd._audit import GENESIS, Audit, AuditRecord, Verdict
-from proto import Label
+from brokerd._audit import Audit, Verdict
+from proto import AUDIT_GENESIS as GENESIS
+from proto import AuditRecord, Label
 
 CAP_S = 10
 SEPT = datetime(2026, 9, 30, 23, 59, 59, tzinfo=UTC)

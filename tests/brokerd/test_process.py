@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 import proto
-from brokerd._config import BrokerdConfig
+from proto import BrokerdConfig
 
 REPO = Path(__file__).resolve().parents[2]
 CAP_S = 20

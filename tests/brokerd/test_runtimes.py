@@ -25,8 +25,8 @@ from brokerd._runtimes import (
     run_call,
 )
 from memoryd import Memoryd
-from memoryd._config import MemorydConfig, resolve
-from proto import Class, Label, PathsSection
+from memoryd._config import resolve
+from proto import Class, Label, MemorydConfig, PathsSection
 
 CAP_S = 10
 

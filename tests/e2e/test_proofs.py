@@ -20,7 +20,16 @@ from stack import Stack, running_stack
 
 import entries
 import proto
-from proto import ApprovalDecide, Baseline, Ok, Say, SessionOpen, SessionOpened, TurnDone, TurnEvent
+from proto import (
+    ApprovalDecide,
+    ApprovalPending,
+    Baseline,
+    Ok,
+    Say,
+    SessionOpen,
+    SessionOpened,
+    TurnDone,
+)
 
 CAP_S = 60
 
@@ -47,9 +56,8 @@ async def say(stack: Stack, session: str, text: str, *, approve: bool | None = N
         ) as conversation:
             async for frame in conversation:
                 frames.append(frame)
-                if isinstance(frame, TurnEvent) and frame.event == "approval_pending":
+                if isinstance(frame, ApprovalPending):
                     assert approve is not None, "an approval nobody expected"
-                    assert frame.approval is not None
                     await proto.call(
                         stack.socket(proto.OWNER_BROKER),
                         ApprovalDecide(id=frame.approval.id, approve=approve),
@@ -255,6 +263,5 @@ async def test_5_a_hit_from_an_untrusted_session_comes_back_untrusted(
     # The recall result taints the recalling session: the owner is warned on its next
     # approval, because brokerd now sees the session's taint as untrusted.
     frames = await say(stack, recaller, "Remember the codeword.", approve=False)
-    [pending] = [f for f in frames if isinstance(f, TurnEvent) and f.event == "approval_pending"]
-    assert pending.approval is not None
+    [pending] = [f for f in frames if isinstance(f, ApprovalPending)]
     assert pending.approval.taint.untrusted is True

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 import proto
-from loopd._config import EMBEDDED_URL_ENV, load_settings
+from loopd._config import load_settings
+from proto import EMBEDDED_URL_ENV
 
 
 def write(path: Path, text: str) -> Path:

@@ -70,7 +70,7 @@ def test_torn_last_line_is_kept_and_skipped_and_nothing_whole_is_lost(short_dir:
 def test_taint_is_the_join_of_tool_results(short_dir: Path) -> None:
     store = SessionStore(short_dir / "sessions")
     session = store.create(BASELINE.session, BASELINE)
-    assert session.taint() == Label(class_=Class.public, untrusted=False)
+    assert session.taint() == Label(class_=Class.private, untrusted=False)  # the owner's words
     session.append(AssistantRecord(time="t", tool_calls=[ToolCall(id="1", name="x", arguments="")]))
     session.append(
         ToolResultRecord(

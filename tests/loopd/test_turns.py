@@ -12,7 +12,7 @@ from loopd_harness import BLOCK, open_session, say, start_harness
 from scripted_model import Step, serve_scripted_model
 
 import proto
-from proto import Baseline, Class, Label, TurnDone, TurnEvent
+from proto import ApprovalPending, AssistantText, Baseline, Class, Label, ToolResult, TurnDone
 
 CAP_S = 20
 
@@ -36,7 +36,7 @@ async def test_a_plain_turn_streams_text_and_notifies_memoryd(
             opened = await open_session(h.chat)
             frames = await say(h.chat, opened.session, "hi")
     assert opened.created
-    deltas = [f.text for f in frames if isinstance(f, TurnEvent)]
+    deltas = [f.text for f in frames if isinstance(f, AssistantText)]
     assert "".join(deltas) == "Hello, owner. How can I help?"
     assert frames[-1] == TurnDone(text="Hello, owner. How can I help?")
     assert h.memoryd.updated == [opened.session]
@@ -112,7 +112,7 @@ async def test_tool_turn_records_results_with_labels_and_requests_extend(
     )
     with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
         h = await start_harness(nursery, short_dir, model.url)
-        h.brokerd.answers["recall"] = ("[1] session mm-8ass9m…", Label(class_=Class.private))
+        h.brokerd.answers["recall"] = ("[1] session mm-8ass9m…", Label(class_=Class.secret))
         h.brokerd.answers["http_fetch"] = (
             "<html>page</html>",
             Label(class_=Class.public, untrusted=True),
@@ -129,19 +129,20 @@ async def test_tool_turn_records_results_with_labels_and_requests_extend(
         "tool_result",
         "assistant",
     ]
-    assert (records[2]["class"], records[2]["untrusted"]) == ("private", False)
+    assert (records[2]["class"], records[2]["untrusted"]) == ("secret", False)
     assert (records[4]["class"], records[4]["untrusted"]) == ("public", True)
     # call_tool was unwrapped: brokerd decided on http_fetch and its own arguments
     fetched = h.brokerd.requests[1]
     assert (fetched.call.name, json.loads(fetched.call.arguments)) == ("http_fetch", {"url": "u"})
-    # the session's taint travels with each call: the second saw the private recall
-    assert h.brokerd.requests[0].taint == Label(class_=Class.public, untrusted=False)
-    assert h.brokerd.requests[1].taint == Label(class_=Class.private, untrusted=False)
+    # the session's taint travels with each call: private from the start (the owner's
+    # words), then secret after the recall's secret result
+    assert h.brokerd.requests[0].taint == Label(class_=Class.private, untrusted=False)
+    assert h.brokerd.requests[1].taint == Label(class_=Class.secret, untrusted=False)
     # every request is a byte-wise extension of the one before
     for earlier, later in zip(model.requests, model.requests[1:], strict=False):
         assert later.startswith(earlier[:-2])
     assert h.memoryd.updated == [opened.session]  # once, after the finished turn
-    results = [f for f in frames if isinstance(f, TurnEvent) and f.event == "tool_result"]
+    results = [f for f in frames if isinstance(f, ToolResult)]
     assert results[1].label == Label(class_=Class.public, untrusted=True)
 
 
@@ -177,9 +178,8 @@ async def test_approval_pending_reaches_the_chat_client(
         h.brokerd.ask.add("memory")
         opened = await open_session(h.chat)
         frames = await say(h.chat, opened.session, "remember UTC")
-    pending = [f for f in frames if isinstance(f, TurnEvent) and f.event == "approval_pending"]
+    pending = [f for f in frames if isinstance(f, ApprovalPending)]
     assert len(pending) == 1
-    assert pending[0].approval is not None
     assert pending[0].approval.id == "ap1"
 
 
@@ -187,7 +187,7 @@ async def test_approval_pending_reaches_the_chat_client(
     ("call", "says"),
     [
         (("launch_missiles", "{}"), "there is no tool named 'launch_missiles'"),
-        (("call_tool", "not json"), "the arguments are not JSON"),
+        (("call_tool", "not json"), "call_tool arguments: JSON is malformed"),
         (("call_tool", '{"name": "rm_rf", "arguments": {}}'), "no tool named 'rm_rf'"),
         (("find_tool", '{"query": "read a file"}'), '"name":"read_file"'),
     ],
@@ -367,5 +367,5 @@ async def test_html_escaped_arguments_are_an_error_the_model_sees(
         frames = await say(h.chat, opened.session, "read it")
     assert frames[-1] == TurnDone(text="sorry")
     result = log_of(h.home, opened.session)[2]
-    assert str(result["content"]).startswith("error: the arguments are not JSON")
+    assert str(result["content"]).startswith("error: call_tool arguments: JSON is malformed")
     assert h.brokerd.requests == []

@@ -8,7 +8,7 @@ import pytest
 
 import proto
 from memoryd import Settings
-from memoryd._config import MemorydConfig, resolve
+from memoryd._config import resolve
 
 STARTER = "You are a test persona.\n"
 
@@ -18,6 +18,6 @@ def settings(short_dir: Path) -> Settings:
     """Settings for a fresh home under a short temporary directory."""
     (short_dir / "soul.md").write_text(STARTER)
     return resolve(
-        MemorydConfig(paths=proto.PathsSection(home=str(short_dir / "home"))),
+        proto.MemorydConfig(paths=proto.PathsSection(home=str(short_dir / "home"))),
         config_dir=short_dir,
     )

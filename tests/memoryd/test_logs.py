@@ -10,6 +10,7 @@ import pytest
 from memoryd_harness import SESSION, append, append_bytes, encode, log_path, result, said, user
 
 import entries
+import proto
 from memoryd import _logs
 from memoryd._logs import START, Cursor, SessionLog, archive_rows, list_logs, read_log
 from memoryd._store import session_rows
@@ -149,7 +150,7 @@ def test_bad_lines_are_skipped_counted_and_logged_once(
 def test_a_huge_line_is_skipped_without_being_held(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(_logs, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(proto.SESSION_LOG, "max_line_bytes", 1000)
     huge = encode([user("x" * 5000)])
     append_bytes(tmp_path, encode([user("before")]) + huge + encode([user("after")]))
     rows, cursor = read_all(tmp_path)

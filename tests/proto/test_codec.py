@@ -18,6 +18,7 @@ from proto import (
     MAX_FRAME,
     ApprovalPending,
     Approvals,
+    AssistantText,
     BaselinePreviewReply,
     Class,
     EditRecord,
@@ -36,9 +37,10 @@ from proto import (
     SessionOpened,
     SessionUpdated,
     ToolCall,
+    ToolCalled,
     ToolRequest,
     ToolResponse,
-    TurnEvent,
+    ToolResult,
     decode_body,
     encode_frame,
     read_frame,
@@ -142,14 +144,10 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
     SessionOpen: st.builds(SessionOpen, origin=st.text(), session=st.none() | SESSION_IDS),
     SessionOpened: st.builds(SessionOpened, session=SESSION_IDS, created=st.booleans()),
     Say: st.builds(Say, session=SESSION_IDS, text=st.text()),
-    TurnEvent: st.builds(
-        TurnEvent,
-        event=st.sampled_from(["assistant_text", "tool_call", "tool_result", "approval_pending"]),
-        text=st.text(),
-        call=st.none() | TOOL_CALLS,
-        status=st.none() | STATUSES,
-        label=st.none() | LABELS,
-        approval=st.none() | PENDING,
+    AssistantText: st.builds(AssistantText, text=st.text()),
+    ToolCalled: st.builds(ToolCalled, call=TOOL_CALLS),
+    ToolResult: st.builds(
+        ToolResult, call=TOOL_CALLS, status=STATUSES, content=st.text(), label=LABELS
     ),
     # JSON schemas: plain JSON values only (from_type would try any Python object).
     BaselinePreviewReply: st.builds(
@@ -171,7 +169,7 @@ def strategy_for(cls: type[Message]) -> st.SearchStrategy[Message]:
 
 def test_explicit_strategies_name_real_kinds() -> None:
     assert set(EXPLICIT) <= set(KINDS)
-    assert len(KINDS) == 27
+    assert len(KINDS) == 29
 
 
 # -- round trip ---------------------------------------------------------------------------
@@ -199,7 +197,7 @@ async def test_every_kind_round_trips(cls: type[Message], data: st.DataObject) -
 @settings(max_examples=50)
 @given(
     first=strategy_for(ToolRequest),
-    second=strategy_for(TurnEvent),
+    second=strategy_for(ToolResult),
     chunk=st.integers(1, 7),
 )
 async def test_frames_are_read_one_at_a_time_from_a_chunked_stream(

@@ -144,30 +144,28 @@ def test_the_spec_s_consolidate_example() -> None:
         ),
         pytest.param(
             {"action": "delete", "file": "memory", "old": "x"},
-            "invalid value 'delete' - at `$.action`",
+            "invalid enum value 'delete' - at `$.action`",
             id="unknown-action",
         ),
-        pytest.param(
-            {"action": "add", "file": "memory"}, "missing required field `text`", id="add"
-        ),
+        pytest.param({"action": "add", "file": "memory"}, "add needs 'text'", id="add"),
         pytest.param(
             {"action": "add", "file": "memory", "text": "x", "old": "y"},
-            "unknown field `old`",
+            "add takes only 'text', not 'old'",
             id="add-with-old",
         ),
         pytest.param(
             {"action": "replace", "file": "memory", "old": "a"},
-            "missing required field `text`",
+            "replace needs 'text'",
             id="replace-without-text",
         ),
         pytest.param(
             {"action": "replace", "file": "memory", "text": "b"},
-            "missing required field `old`",
+            "replace needs 'old'",
             id="replace-without-old",
         ),
         pytest.param(
             {"action": "remove", "file": "memory", "old": "a", "text": "b"},
-            "unknown field `text`",
+            "remove takes only 'old', not 'text'",
             id="remove-with-text",
         ),
         pytest.param(
@@ -177,7 +175,7 @@ def test_the_spec_s_consolidate_example() -> None:
         ),
         pytest.param(
             {"action": "consolidate", "file": "memory"},
-            "missing required field `entries`",
+            "consolidate needs 'entries'",
             id="consolidate-without-entries",
         ),
         pytest.param(

@@ -1,19 +1,10 @@
-"""The character limits of the memory files (spec §3)."""
+"""The character limits of the memory files (spec §3), defined in proto, by file."""
 
 from __future__ import annotations
 
-from proto import MemoryFile
+from proto import MEMORY_LIMIT, SOUL_LIMIT, USER_LIMIT, MemoryFile
 
 __all__ = ["MEMORY_LIMIT", "SOUL_LIMIT", "USER_LIMIT", "file_name", "limit_for"]
-
-MEMORY_LIMIT = 2200
-"""memory.md's limit, in characters of its canonical text."""
-
-USER_LIMIT = 1375
-"""user.md's limit, in characters of its canonical text."""
-
-SOUL_LIMIT = 4000
-"""soul.md's limit, in characters of its text as trimmed (see `soul_text`)."""
 
 _NAMES: dict[str, str] = {"memory": "memory.md", "user": "user.md"}
 _LIMITS: dict[str, int] = {"memory": MEMORY_LIMIT, "user": USER_LIMIT}

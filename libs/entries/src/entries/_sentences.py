@@ -7,8 +7,9 @@ spec (§5) apart from the file and the numbers.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+
+import msgspec
 
 __all__ = ["over_limit", "quote", "updated"]
 
@@ -46,7 +47,7 @@ def quote(text: str) -> str:
     other control characters are escaped as in JSON, so the quote stays on one line.
     """
     shown = text if len(text) <= _QUOTE_MAX else text[:_QUOTE_HEAD] + "…"
-    return json.dumps(shown, ensure_ascii=False)
+    return msgspec.json.encode(shown).decode()
 
 
 def _listing(texts: Sequence[str]) -> str:

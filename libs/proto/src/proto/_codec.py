@@ -6,7 +6,7 @@ import msgspec
 import trio
 
 from ._messages import AllMessages, Message
-from ._tools import lower_first
+from ._text import lower_first
 
 __all__ = [
     "HEADER_BYTES",

@@ -2,8 +2,9 @@
 
 Whole files go to a temporary file in the same directory, are fsynced, renamed over the
 target, and the directory is fsynced. Append-only logs get whole lines in one `write`
-on an O_APPEND descriptor, then an fsync; a short write is cut back, so a reader only
-ever sees whole lines or a final line without its newline.
+on an O_APPEND descriptor, then an fsync; a short write is cut back, and a line torn by a
+crash is ended before the next is written, so a reader only ever sees whole lines, lines
+that are fragments of a torn write, or a final line without its newline.
 """
 
 from __future__ import annotations
@@ -42,11 +43,18 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 def append_line(path: Path, line: bytes) -> None:
-    """Append one whole line (a newline is added if missing) in one write, then fsync."""
+    """Append one whole line (a newline is added if missing) in one write, then fsync.
+
+    A file that ends without its newline holds a line torn by a crash (a process killed
+    in the middle of its write): that fragment is ended with a newline first, never
+    rewritten, so it stays a line of its own that readers skip, and the new line is whole.
+    """
     data = line if line.endswith(b"\n") else line + b"\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
         written = os.write(fd, data)
         if written != len(data):
             os.ftruncate(fd, size)

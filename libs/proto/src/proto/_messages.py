@@ -13,6 +13,7 @@ import msgspec
 
 from ._ids import SessionId
 from ._label import Class, Label
+from ._records import EditRecord, Status
 
 __all__ = [
     "AllMessages",
@@ -20,11 +21,11 @@ __all__ = [
     "ApprovalPending",
     "Approvals",
     "ApprovalsList",
+    "AssistantText",
     "AuditVerified",
     "AuditVerify",
     "BaselinePreview",
     "BaselinePreviewReply",
-    "EditRecord",
     "Error",
     "GrantInfo",
     "GrantProblem",
@@ -45,8 +46,10 @@ __all__ = [
     "SessionOpened",
     "SessionUpdated",
     "ToolCall",
+    "ToolCalled",
     "ToolRequest",
     "ToolResponse",
+    "ToolResult",
     "TurnDone",
     "TurnEvent",
 ]
@@ -65,20 +68,6 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     name: str
     arguments: str
-
-
-class EditRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One applied memory edit: a line of `edits/YYYY-MM.jsonl`."""
-
-    time: str
-    session: str
-    call: str
-    approval: str | None
-    action: str
-    file: str
-    before: list[str]
-    after: list[str]
-    moved: list[str] = msgspec.field(default_factory=list)
 
 
 class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
@@ -165,7 +154,7 @@ class ToolResponse(Message, frozen=True, kw_only=True, tag="tool_response"):
     """A tool call's result and its label."""
 
     call_id: str
-    status: Literal["ok", "error", "denied"]
+    status: Status
     content: str
     label: Label = msgspec.field(default_factory=Label)
 
@@ -278,15 +267,32 @@ class Say(Message, frozen=True, kw_only=True, tag="say"):
     text: str
 
 
-class TurnEvent(Message, frozen=True, kw_only=True, tag="turn_event"):
-    """Something that happened during a turn, as it happens."""
+class AssistantText(Message, frozen=True, kw_only=True, tag="assistant_text"):
+    """A piece of the assistant's answer, as the model streams it."""
 
-    event: Literal["assistant_text", "tool_call", "tool_result", "approval_pending"]
-    text: str = ""
-    call: ToolCall | None = None
-    status: Literal["ok", "error", "denied"] | None = None
-    label: Label | None = None
-    approval: PendingApproval | None = None
+    text: str
+
+
+class ToolCalled(Message, frozen=True, kw_only=True, tag="tool_called"):
+    """The model called a tool; its result follows as a `tool_result`."""
+
+    call: ToolCall
+
+
+class ToolResult(Message, frozen=True, kw_only=True, tag="tool_result"):
+    """A tool call's result, as the session's log records it."""
+
+    call: ToolCall
+    status: Status
+    content: str
+    label: Label
+
+
+TurnEvent = AssistantText | ToolCalled | ToolResult | ApprovalPending
+"""What happens during a turn, sent on owner-loop before its `turn_done` (or `error`).
+
+`approval_pending` is brokerd's own frame, passed on as it came: the owner is asked.
+"""
 
 
 class BaselinePreview(Message, frozen=True, kw_only=True, tag="baseline_preview"):
@@ -332,7 +338,9 @@ AllMessages = (
     | SessionOpen
     | SessionOpened
     | Say
-    | TurnEvent
+    | AssistantText
+    | ToolCalled
+    | ToolResult
     | TurnDone
     | BaselinePreview
     | BaselinePreviewReply

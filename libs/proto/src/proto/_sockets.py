@@ -10,6 +10,7 @@ from ._messages import (
     ApprovalPending,
     Approvals,
     ApprovalsList,
+    AssistantText,
     AuditVerified,
     AuditVerify,
     BaselinePreview,
@@ -30,10 +31,11 @@ from ._messages import (
     SessionOpen,
     SessionOpened,
     SessionUpdated,
+    ToolCalled,
     ToolRequest,
     ToolResponse,
+    ToolResult,
     TurnDone,
-    TurnEvent,
 )
 
 __all__ = [
@@ -118,7 +120,16 @@ OWNER_LOOP = Socket(
     "bxctl",
     "run/owner-loop/chat.sock",
     (SessionOpen, Say, BaselinePreview),
-    (SessionOpened, TurnEvent, TurnDone, BaselinePreviewReply, Error),
+    (
+        SessionOpened,
+        AssistantText,
+        ToolCalled,
+        ToolResult,
+        ApprovalPending,
+        TurnDone,
+        BaselinePreviewReply,
+        Error,
+    ),
 )
 
 SOCKETS = (LOOP_MEMORY, BROKER_MEMORY, OWNER_MEMORY, LOOP_BROKER, OWNER_BROKER, OWNER_LOOP)

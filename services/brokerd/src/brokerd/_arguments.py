@@ -2,8 +2,8 @@
 
 The model sends arguments as a JSON string. brokerd decodes it (duplicate keys refused),
 re-encodes it canonically (compact, UTF-8, keys in the model's order), and parses that
-text with the tool's parser: recall and memory with proto's (spec §5), the local tools
-with the Structs here, any other tool as a JSON object. The canonical text is what the
+text with the tool's parser from proto (`proto.TOOLS`: spec §5 for recall and memory, the
+local tools' Structs), any other tool as a JSON object. The canonical text is what the
 owner approves, what the audit log records and what the runtime runs, so what is
 approved is byte for byte what runs.
 """
@@ -14,25 +14,15 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
 import entries
 import proto
 
-__all__ = [
-    "Arguments",
-    "ArgumentsRefused",
-    "HttpFetchArgs",
-    "ListDirArgs",
-    "ReadFileArgs",
-    "check_tool_name",
-    "parse_arguments",
-]
+__all__ = ["Arguments", "ArgumentsRefused", "check_tool_name", "parse_arguments"]
 
-MAX_PATH_CHARS = 4096
-MAX_URL_CHARS = 2048
 _TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
@@ -40,24 +30,6 @@ class ArgumentsRefused(ValueError):
     """Arguments that are not JSON, or not of the tool's shape; the message says why."""
 
     code = "bad-arguments"
-
-
-class ReadFileArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """`read_file {"path": string}`: an absolute path, at most 4,096 characters."""
-
-    path: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS)]
-
-
-class ListDirArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """`list_dir {"path": string}`: an absolute path, at most 4,096 characters."""
-
-    path: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS)]
-
-
-class HttpFetchArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """`http_fetch {"url": string}`: an http or https URL, at most 2,048 characters."""
-
-    url: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_URL_CHARS)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +63,8 @@ def _reject_constant(name: str) -> Any:
 
 
 def _decode(tool: str, raw: str) -> dict[str, Any]:
+    # The json module, not msgspec: only it can refuse a duplicate key (msgspec keeps the
+    # last), and a duplicate key would let the owner approve one value while another runs.
     try:
         value = json.loads(
             raw, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
@@ -110,35 +84,23 @@ def _decode(tool: str, raw: str) -> dict[str, Any]:
 
 def _canonical(tool: str, value: dict[str, Any]) -> str:
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        text.encode()
+        return msgspec.json.encode(value).decode()
     except RecursionError:
         raise ArgumentsRefused(f"{tool} arguments are nested too deeply") from None
     except UnicodeEncodeError:
         raise ArgumentsRefused(f"{tool} arguments contain a lone surrogate") from None
-    return text
 
 
-def _struct_parser(tool: str, kind: type[msgspec.Struct]) -> Callable[[str], object]:
-    decoder = msgspec.json.Decoder(kind)
+def _parse_with(tool: str) -> Callable[[str], object]:
+    spec = proto.TOOLS[tool]
 
     def parse(text: str) -> object:
         try:
-            return decoder.decode(text)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            message = str(exc)
-            raise ArgumentsRefused(
-                f"{tool} arguments: {message[:1].lower()}{message[1:]}"
-            ) from None
+            return spec.parse(text)
+        except proto.ToolArgsError as exc:
+            raise ArgumentsRefused(str(exc)) from None
 
     return parse
-
-
-def _parse_recall(text: str) -> object:
-    try:
-        return proto.parse_recall_args(text)
-    except proto.ToolArgsError as exc:
-        raise ArgumentsRefused(str(exc)) from None
 
 
 def _parse_memory(text: str) -> object:
@@ -170,11 +132,9 @@ def _check_memory_lengths(args: proto.MemoryArgs) -> None:
 
 
 _PARSERS: dict[str, Callable[[str], object]] = {
-    "recall": _parse_recall,
+    "recall": _parse_with("recall"),
     "memory": _parse_memory,
-    "read_file": _struct_parser("read_file", ReadFileArgs),
-    "list_dir": _struct_parser("list_dir", ListDirArgs),
-    "http_fetch": _struct_parser("http_fetch", HttpFetchArgs),
+    **{spec.name: _parse_with(spec.name) for spec in proto.LOCAL_TOOLS},
 }
 
 

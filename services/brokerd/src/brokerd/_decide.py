@@ -12,34 +12,34 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import UTC, datetime
 from functools import partial
-from typing import Literal, Protocol
+from typing import Protocol
 
 import proto
-from proto import ApprovalPending, Label, Message, PendingApproval, ToolResponse
+from proto import (
+    ApprovalPending,
+    AuditRecord,
+    Decision,
+    Label,
+    Message,
+    PendingApproval,
+    Status,
+    ToolResponse,
+    utc_now,
+    utc_stamp,
+)
 
 from ._approvals import Approvals
 from ._arguments import ArgumentsRefused, check_tool_name, parse_arguments
-from ._audit import Audit, AuditRecord, Decision
+from ._audit import Audit
 from ._grants import Grant, GrantSet
 from ._runtimes import Call, RunOutput, Runtime, run_call
 
-__all__ = ["Decider", "Peer", "iso_time", "utc_now"]
+__all__ = ["Decider", "Peer"]
 
 log = logging.getLogger("brokerd.decide")
 
 _MAX_REASON_CHARS = 1000
-
-
-def utc_now() -> datetime:
-    """The current time in UTC."""
-    return datetime.now(UTC)
-
-
-def iso_time(moment: datetime) -> str:
-    """`2026-09-24T20:14:03Z`."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Peer(Protocol):
@@ -61,7 +61,7 @@ class _Decided:
     arguments: str
     grant: Grant | None
     decision: Decision
-    status: Literal["ok", "error", "denied"]
+    status: Status
     content: str
     label: Label = dataclasses.field(default_factory=Label)
     approval: str | None = None
@@ -163,7 +163,7 @@ class Decider:
             tool=call.tool,
             arguments=proto.escape(canonical),
             taint=call.taint,
-            time=iso_time(utc_now()),
+            time=utc_stamp(),
         )
         outcome = await self.approvals.wait(
             pending,
@@ -198,7 +198,7 @@ class Decider:
         if reason is None and decided.status != "ok":
             reason = decided.content[:_MAX_REASON_CHARS]
         record = AuditRecord(
-            time=iso_time(now),
+            time=utc_stamp(now),
             session=request.session,
             call=request.call.id,
             tool=request.call.name,

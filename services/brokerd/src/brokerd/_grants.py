@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from proto import Class, GrantInfo, GrantProblem, Label
+from proto import Class, GrantInfo, GrantProblem, Label, lower_first
 
 from ._paths import GlobError, PathGlob
 
@@ -137,17 +137,12 @@ class GrantInvalid(ValueError):
     """A grant file that cannot be loaded; the message says why."""
 
 
-def _lower(exc: Exception) -> str:
-    text = str(exc)
-    return text[:1].lower() + text[1:]
-
-
 def parse_grant(name: str, data: bytes, *, builtin: bool = False) -> Grant:
     """Parse one grant file's bytes, or raise `GrantInvalid` saying what is wrong."""
     try:
         spec = msgspec.toml.decode(data, type=GrantFile)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise GrantInvalid(_lower(exc)) from None
+        raise GrantInvalid(lower_first(str(exc))) from None
     if spec.tool in ("recall", "memory") and not builtin:
         raise GrantInvalid(BUILT_IN_POLICY)
     given = {key for key in ("paths", "hosts", "patterns") if getattr(spec.constraints, key)}

@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import json
 import os
 import stat
 from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
+import msgspec
 import trio
 
-from proto import Class, Label
+from proto import Class, HttpFetchArgs, Label, ListDirArgs, ReadFileArgs
 
 from ._approvals import format_duration
-from ._arguments import HttpFetchArgs, ListDirArgs, ReadFileArgs
 from ._fetch import check_url, http_fetch
 from ._grants import Grant
 from ._paths import inside
@@ -206,4 +205,4 @@ def _list_dir(path: str, grant: Grant, limits: LocalLimits) -> RunOutput:
 def _show(name: str) -> str:
     # A file name may hold a newline or a control character: quoted, it cannot pose as
     # another line of the listing.
-    return name if name.isprintable() else json.dumps(name, ensure_ascii=False)
+    return name if name.isprintable() else msgspec.json.encode(name).decode()

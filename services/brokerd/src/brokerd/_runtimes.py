@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import trio
 
 import proto
-from proto import Label, ToolCall, ToolRequest, ToolResponse
+from proto import Label, Status, ToolCall, ToolRequest, ToolResponse
 
 from ._approvals import format_duration
 from ._arguments import Arguments
@@ -49,8 +49,6 @@ REFUSING = (
     "{tool} did not run"
 )
 """Fixed apart from the tool: every call the refusing runtime gets."""
-
-Status = Literal["ok", "error", "denied"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,7 +26,7 @@ from proto import (
 
 from ._config import Settings
 from ._model import ModelClient
-from ._sessions import Session, SessionStore, new_session_id, utc_timestamp
+from ._sessions import Session, SessionStore, new_session_id
 from ._tools import tool_schemas
 from ._turn import TurnContext, TurnError, run_turn
 
@@ -100,7 +100,7 @@ class Loopd:
         baseline = Baseline(
             session=session,
             epoch=0,
-            created=utc_timestamp(),
+            created=proto.utc_stamp(),
             model=self.settings.model.model,
             system=await self._system_prompt(),
             tools=tool_schemas(),

@@ -1,8 +1,9 @@
 """The tools a session declares, and the registry `find_tool` searches (spec §5, §9).
 
 The five core tools are declared in every session, in this order: clock, recall,
-memory, find_tool, call_tool. Their schemas go into the baseline and count toward its
-tokens, so the descriptions say what the model needs and no more.
+memory, find_tool, call_tool. Their arguments and schemas are proto's (`proto.ToolSpec`,
+made from the argument Structs); the schemas go into the baseline and count toward its
+tokens.
 """
 
 from __future__ import annotations
@@ -10,106 +11,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["CORE_TOOLS", "CORE_TOOL_NAMES", "REGISTRY", "find_tools", "tool_schemas"]
+import proto
+
+__all__ = ["CORE_TOOL_NAMES", "REGISTRY", "find_tools", "tool_schemas"]
 
 
-def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": parameters},
-    }
+CORE_TOOL_NAMES = tuple(spec.name for spec in proto.CORE_TOOLS)
 
+REGISTRY: dict[str, dict[str, Any]] = {spec.name: spec.schema() for spec in proto.LOCAL_TOOLS}
+"""The tools `find_tool` finds and `call_tool` calls, by name, with their schemas."""
 
-_OBJECT = {"type": "object"}
-
-CORE_TOOLS: list[dict[str, Any]] = [
-    _function("clock", "The current date and time (UTC).", {**_OBJECT, "properties": {}}),
-    _function(
-        "recall",
-        "Search past conversations and archived memory; best matches first.",
-        {
-            **_OBJECT,
-            "properties": {
-                "query": {"type": "string", "maxLength": 500},
-                "k": {"type": "integer", "minimum": 1, "maximum": 10},
-            },
-            "required": ["query"],
-        },
-    ),
-    _function(
-        "memory",
-        "Propose an edit to memory.md (file memory, 2,200 chars) or user.md (file user, "
-        "1,375 chars); the owner approves it and it applies from the next session. Name "
-        "entries by their full text (old). consolidate lists every entry once with keep, "
-        "text, move (to the archive) or drop, and new ones as {text}.",
-        {
-            **_OBJECT,
-            "properties": {
-                "action": {"enum": ["add", "replace", "remove", "consolidate"]},
-                "file": {"enum": ["memory", "user"]},
-                "old": {"type": "string"},
-                "text": {"type": "string"},
-                "entries": {"type": "array", "items": _OBJECT},
-            },
-            "required": ["action", "file"],
-        },
-    ),
-    _function(
-        "find_tool",
-        "Find other tools by what they do; use them with call_tool.",
-        {**_OBJECT, "properties": {"query": {"type": "string"}}, "required": ["query"]},
-    ),
-    _function(
-        "call_tool",
-        "Call a tool found with find_tool.",
-        {
-            **_OBJECT,
-            "properties": {"name": {"type": "string"}, "arguments": _OBJECT},
-            "required": ["name", "arguments"],
-        },
-    ),
-]
-
-CORE_TOOL_NAMES = tuple(t["function"]["name"] for t in CORE_TOOLS)
-
-REGISTRY: dict[str, dict[str, Any]] = {
-    "read_file": _function(
-        "read_file",
-        "Read a text file from the owner's machine (only folders the owner granted).",
-        {
-            "type": "object",
-            "properties": {"path": {"type": "string", "description": "absolute path"}},
-            "required": ["path"],
-            "additionalProperties": False,
-        },
-    ),
-    "list_dir": _function(
-        "list_dir",
-        "List the entries of a directory on the owner's machine (only granted folders).",
-        {
-            "type": "object",
-            "properties": {"path": {"type": "string", "description": "absolute path"}},
-            "required": ["path"],
-            "additionalProperties": False,
-        },
-    ),
-    "http_fetch": _function(
-        "http_fetch",
-        "Fetch a web page or document over HTTP(S) (only hosts the owner granted); "
-        "returns its text.",
-        {
-            "type": "object",
-            "properties": {"url": {"type": "string", "description": "http or https URL"}},
-            "required": ["url"],
-            "additionalProperties": False,
-        },
-    ),
-}
+_CORE_SCHEMAS = [spec.schema() for spec in proto.CORE_TOOLS]
 
 
 def tool_schemas() -> list[dict[str, Any]]:
     """The tools array of a new session's baseline."""
-    return [dict(t) for t in CORE_TOOLS]
+    return list(_CORE_SCHEMAS)
 
 
 _WORD = re.compile(r"[^\W_]+")

@@ -12,9 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 import trio
@@ -23,11 +22,15 @@ import proto
 from proto import (
     ApprovalPending,
     AssistantRecord,
+    AssistantText,
     Class,
     Label,
+    Status,
     ToolCall,
+    ToolCalled,
     ToolRequest,
     ToolResponse,
+    ToolResult,
     ToolResultRecord,
     TurnEvent,
     UserRecord,
@@ -35,7 +38,7 @@ from proto import (
 
 from ._config import ModelSection
 from ._model import ModelClient, ModelError
-from ._sessions import Session, utc_timestamp
+from ._sessions import Session
 from ._tools import CORE_TOOL_NAMES, REGISTRY, find_tools
 
 __all__ = ["Emit", "SessionFull", "TurnContext", "TurnError", "build_messages", "run_turn"]
@@ -129,10 +132,10 @@ async def _append(session: Session, record: proto.SessionRecord) -> None:
 async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) -> str:
     """Run one turn to its end and return the assistant's final text."""
     _check_room(session, ctx.settings, len(text))
-    await _append(session, UserRecord(time=utc_timestamp(), content=text))
+    await _append(session, UserRecord(time=proto.utc_stamp(), content=text))
 
     async def on_text(delta: str) -> None:
-        await emit(TurnEvent(event="assistant_text", text=delta))
+        await emit(AssistantText(text=delta))
 
     for _ in range(ctx.settings.max_steps):
         _check_room(session, ctx.settings)
@@ -144,7 +147,7 @@ async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) ->
         await _append(
             session,
             AssistantRecord(
-                time=utc_timestamp(),
+                time=proto.utc_stamp(),
                 content=reply.content,
                 reasoning_content=reply.reasoning,
                 tool_calls=reply.tool_calls,
@@ -155,12 +158,12 @@ async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) ->
             await _notify_memoryd(ctx.memory_socket, session.id)
             return reply.content or ""
         for call in reply.tool_calls:
-            await emit(TurnEvent(event="tool_call", call=call))
+            await emit(ToolCalled(call=call))
             status, content, label = await _run_tool(session, call, ctx, emit)
             await _append(
                 session,
                 ToolResultRecord(
-                    time=utc_timestamp(),
+                    time=proto.utc_stamp(),
                     call_id=call.id,
                     name=call.name,
                     content=content,
@@ -168,9 +171,7 @@ async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) ->
                     untrusted=label.untrusted,
                 ),
             )
-            await emit(
-                TurnEvent(event="tool_result", call=call, text=content, status=status, label=label)
-            )
+            await emit(ToolResult(call=call, status=status, content=content, label=label))
     raise TurnError(
         "turn-too-long",
         f"the model made {ctx.settings.max_steps} calls in this turn without answering; "
@@ -197,7 +198,7 @@ async def _notify_memoryd(memory_socket: Path, session: str) -> None:
         )
 
 
-ToolOutcome = tuple[Literal["ok", "error", "denied"], str, Label]
+ToolOutcome = tuple[Status, str, Label]
 
 
 def _error(message: str) -> ToolOutcome:
@@ -206,15 +207,14 @@ def _error(message: str) -> ToolOutcome:
 
 async def _run_tool(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit) -> ToolOutcome:
     if call.name == "clock":
-        now = datetime.now(UTC)
-        return "ok", now.strftime("%Y-%m-%dT%H:%M:%SZ (%A)"), _LOCAL
+        now = proto.utc_now()
+        return "ok", f"{proto.utc_stamp(now)} ({now:%A})", _LOCAL
     if call.name == "find_tool":
-        args = _json_object(call.arguments)
-        if isinstance(args, str):
-            return _error(args)
-        query = args.get("query")
-        if not isinstance(query, str) or not query.strip():
-            return _error('find_tool needs {"query": string}')
+        try:
+            found_args: proto.FindToolArgs = proto.TOOLS["find_tool"].parse(call.arguments or "{}")
+        except proto.ToolArgsError as exc:
+            return _error(str(exc))
+        query = found_args.query
         found = [t["function"] for t in find_tools(query)]
         if not found:
             names = ", ".join(REGISTRY)
@@ -223,29 +223,18 @@ async def _run_tool(session: Session, call: ToolCall, ctx: TurnContext, emit: Em
     if call.name in ("recall", "memory"):
         return await _broker(session, call, ctx, emit)
     if call.name == "call_tool":
-        args = _json_object(call.arguments)
-        if isinstance(args, str):
-            return _error(args)
-        name, arguments = args.get("name"), args.get("arguments", {})
-        if not isinstance(name, str) or name not in REGISTRY:
+        try:
+            wrapped: proto.CallToolArgs = proto.TOOLS["call_tool"].parse(call.arguments or "{}")
+        except proto.ToolArgsError as exc:
+            return _error(str(exc))
+        if wrapped.name not in REGISTRY:
             known = ", ".join(REGISTRY)
-            return _error(f"no tool named {name!r}; use find_tool (the tools are: {known})")
-        if not isinstance(arguments, dict):
-            return _error("call_tool's 'arguments' must be a JSON object")
-        inner = ToolCall(id=call.id, name=name, arguments=_encoder.encode(arguments).decode())
+            return _error(f"no tool named {wrapped.name!r}; use find_tool (the tools are: {known})")
+        arguments = _encoder.encode(wrapped.arguments).decode()
+        inner = ToolCall(id=call.id, name=wrapped.name, arguments=arguments)
         return await _broker(session, inner, ctx, emit)
     known = ", ".join(CORE_TOOL_NAMES)
     return _error(f"there is no tool named {call.name!r}; the tools are {known}")
-
-
-def _json_object(arguments: str) -> dict[str, Any] | str:
-    try:
-        value = msgspec.json.decode(arguments or "{}")
-    except msgspec.DecodeError as exc:
-        return f"the arguments are not JSON ({exc})"
-    if not isinstance(value, dict):
-        return "the arguments must be a JSON object"
-    return value
 
 
 async def _broker(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit) -> ToolOutcome:
@@ -255,9 +244,7 @@ async def _broker(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit
             while True:
                 frame = await conversation.receive()
                 if isinstance(frame, ApprovalPending):
-                    await emit(
-                        TurnEvent(event="approval_pending", call=call, approval=frame.approval)
-                    )
+                    await emit(frame)
                 elif isinstance(frame, ToolResponse):
                     content = (
                         frame.content

@@ -1,7 +1,6 @@
-"""memoryd's configuration: `memoryd.toml` decoded into frozen Structs (spec §11).
+"""memoryd's configuration: `memoryd.toml` (spec §11), resolved into absolute paths.
 
-Unknown keys are errors naming the key, so a typo fails at start rather than being
-ignored. Defaults live here and nowhere else.
+The file's Struct, its defaults and checks are `proto.MemorydConfig`, which bxctl reads too.
 """
 
 from __future__ import annotations
@@ -9,42 +8,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import msgspec
-
 import proto
-from proto import Class
+from proto import Class, MemorydConfig
 
-__all__ = ["MemorydConfig", "Settings", "load_settings"]
-
-
-class MemorySection(proto.ConfigSection, frozen=True, kw_only=True):
-    """`[memory]`: the starter soul.md, relative to the config file's directory."""
-
-    soul_starter: str = "soul.md"
-
-
-class IndexSection(proto.ConfigSection, frozen=True, kw_only=True):
-    """`[index]`: records above `max_class` are not indexed."""
-
-    max_class: Class = Class.private
-
-
-class SocketsSection(proto.ConfigSection, frozen=True, kw_only=True):
-    """`[sockets]`: socket paths; defaults under `{home}/run/` (spec §7)."""
-
-    loop: str | None = None
-    broker: str | None = None
-    admin: str | None = None
-    read_timeout_s: float = 10.0
-
-
-class MemorydConfig(proto.ConfigSection, frozen=True, kw_only=True):
-    """The whole of memoryd.toml."""
-
-    paths: proto.PathsSection = msgspec.field(default_factory=proto.PathsSection)
-    memory: MemorySection = msgspec.field(default_factory=MemorySection)
-    index: IndexSection = msgspec.field(default_factory=IndexSection)
-    sockets: SocketsSection = msgspec.field(default_factory=SocketsSection)
+__all__ = ["Settings", "load_settings", "resolve"]
 
 
 @dataclasses.dataclass(frozen=True)

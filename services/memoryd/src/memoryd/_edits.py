@@ -21,20 +21,19 @@ import entries
 import proto
 from proto import EditRecord, MemoryArgs, ToolRequest, ToolResponse
 
-from ._files import MemoryDir, MemoryUnavailable, utc_now
+from ._files import MemoryDir, MemoryUnavailable
 
 __all__ = ["EditApplier", "read_history"]
 
 log = logging.getLogger("memoryd.edits")
 
-_ACTIONS = {
+_ACTIONS: dict[type[MemoryArgs], proto.MemoryAction] = {
     proto.MemoryAdd: "add",
     proto.MemoryReplace: "replace",
     proto.MemoryRemove: "remove",
     proto.MemoryConsolidate: "consolidate",
 }
 _encoder = msgspec.json.Encoder()
-_record_decoder = msgspec.json.Decoder(EditRecord)
 
 
 def _response(request: ToolRequest, status: Literal["ok", "error"], content: str) -> ToolResponse:
@@ -67,7 +66,7 @@ class EditApplier:
 
     def apply_now(self, request: ToolRequest, args: MemoryArgs) -> ToolResponse:
         """Apply one parsed edit, blocking; the caller holds the one-writer lock."""
-        now = utc_now()
+        now = proto.utc_now()
         name = entries.file_name(args.file)
         try:
             current = self._memory.read_entries(args.file)
@@ -97,7 +96,7 @@ class EditApplier:
             )
 
         record = EditRecord(
-            time=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            time=proto.utc_stamp(now),
             session=request.session,
             call=request.call.id,
             approval=request.approval,
@@ -133,16 +132,8 @@ def read_history(memory: MemoryDir, file: proto.MemoryFile | None) -> list[EditR
     if not memory.edits.is_dir():
         return records
     for path in sorted(memory.edits.glob("*.jsonl")):
-        data = path.read_bytes()
-        lines = data.split(b"\n")
-        if lines and lines[-1]:
-            log.warning("%s ends in a torn line; skipped it", path)
-        for number, line in enumerate(lines[:-1], start=1):
-            try:
-                record = _record_decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                log.warning("%s line %d is not a journal record (%s); skipped", path, number, exc)
-                continue
-            if wanted is None or record.file == wanted:
-                records.append(record)
+        read = proto.EDIT_JOURNAL.read(path)
+        if problems := read.problems():
+            log.warning("%s", problems)
+        records += [r for r in read.records if wanted is None or r.file == wanted]
     return records

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import entries
@@ -23,8 +23,6 @@ __all__ = [
     "MemoryUnavailable",
     "StartError",
     "ensure_private_dir",
-    "month_file",
-    "utc_now",
 ]
 
 FILE_NAMES = ("soul.md", "memory.md", "user.md", "archive.md")
@@ -36,16 +34,6 @@ class StartError(proto.StartFailed):
 
 class MemoryUnavailable(Exception):
     """A memory file is unreadable, unparsable or over its limit (runbook memory-unavailable)."""
-
-
-def utc_now() -> datetime:
-    """The current time in UTC (the one clock everything here uses)."""
-    return datetime.now(UTC)
-
-
-def month_file(directory: Path, now: datetime) -> Path:
-    """`directory/YYYY-MM.jsonl` for the month of `now` (UTC)."""
-    return directory / f"{now:%Y-%m}.jsonl"
 
 
 def ensure_private_dir(path: Path) -> None:
@@ -176,4 +164,4 @@ class MemoryDir:
     def append_journal(self, line: str, now: datetime) -> None:
         """Append one journal line to `edits/YYYY-MM.jsonl`."""
         ensure_private_dir(self.edits)
-        proto.append_line(month_file(self.edits, now), line.encode())
+        proto.append_line(proto.month_file(self.edits, now), line.encode())

@@ -26,6 +26,8 @@ from pathlib import Path
 import sqlean
 import trio
 
+import proto
+
 from ._logs import (
     ARCHIVE_LOG,
     Cursor,
@@ -361,11 +363,7 @@ class Index:
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
         try:
             os.replace(new, self.path)
-            fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            proto.fsync_dir(self.path.parent)
         except OSError:
             remove_file(new)
             if self.path.exists():

@@ -9,8 +9,8 @@ force when it was written, and is not indexed when that class is above `max_clas
 
 A record is a complete line. A last line without its newline is a write in progress:
 it is left for the next read. A line that is not a session record is counted, skipped
-and logged (one log line per read of a log); if it still reads as a `tool_result`, the
-label takes what it can of it, and the worst where it cannot. memoryd never writes here.
+and logged (one log line per read of a log). The label rule, damaged lines included, is
+proto's (`proto.label_after`), the same loopd applies. memoryd never writes here.
 """
 
 from __future__ import annotations
@@ -20,17 +20,24 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
-
-import msgspec
+from typing import NamedTuple
 
 import entries
-from proto import AssistantRecord, Class, Label, SessionRecord, ToolResultRecord, UserRecord
+import proto
+from proto import (
+    SESSION_LOG,
+    AssistantRecord,
+    Class,
+    Label,
+    SessionRecord,
+    ToolResultRecord,
+    UserRecord,
+    label_after,
+)
 from proto import check_session_id as _check_session_id
 
 __all__ = [
     "ARCHIVE_LOG",
-    "MAX_LINE_BYTES",
     "START",
     "Cursor",
     "Row",
@@ -44,15 +51,10 @@ __all__ = [
 
 log = logging.getLogger("memoryd.logs")
 
-MAX_LINE_BYTES = 16 << 20
-"""A longer line is damage, not a record: no context window holds it. Skipped unread."""
-
 ARCHIVE_LOG = "archive.md"
 """archive.md's key in `progress`: its `records` counts archive entries."""
 
 _LOG_NAME = re.compile(r"(0|[1-9][0-9]{0,8})\.jsonl")
-_decoder = msgspec.json.Decoder(SessionRecord)
-_WORST = Label(class_=Class.secret, untrusted=True)
 
 
 class Row(NamedTuple):
@@ -78,7 +80,7 @@ class Cursor:
     label: Label
 
 
-START = Cursor(records=0, offset=0, label=Label())
+START = Cursor(records=0, offset=0, label=proto.SESSION_START)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -164,48 +166,27 @@ def read_log(
     """
     rows: list[Row] = []
     label, record, offset = start.label, start.records, start.offset
-    bad: list[tuple[int, str]] = []
-    with open(found.path, "rb") as f:
-        f.seek(offset)
-        while True:
-            line = f.readline(MAX_LINE_BYTES + 1)
-            if not line.endswith(b"\n"):
-                if len(line) <= MAX_LINE_BYTES:
-                    break  # the end, or a line still being written
-                rest = _skip_line(f)
-                if rest is None:
-                    break
-                offset += len(line) + rest
-                record += 1
-                if record > indexed:
-                    bad.append((record, f"a line of more than {MAX_LINE_BYTES:,} bytes"))
-                if b'"tool_result"' in line[:4096]:
-                    label = label.join(_WORST)
-                continue
-            offset += len(line)
-            record += 1
-            try:
-                parsed = _decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                if record > indexed:  # lines read before were reported then
-                    bad.append((record, str(exc)))
-                label = label.join(_damaged_label(line))
-                continue
-            if isinstance(parsed, ToolResultRecord):
-                if parsed.class_.rank > label.class_.rank or (
-                    parsed.untrusted and not label.untrusted
-                ):
-                    label = label.join(Label(class_=parsed.class_, untrusted=parsed.untrusted))
-            elif record > indexed and label.class_.rank <= max_class.rank:
-                _add_rows(rows, parsed, found, record - 1, label)
+    bad: list[proto.Line[SessionRecord]] = []
+    for line in SESSION_LOG.lines(found.path, offset=start.offset, number=start.records + 1):
+        record, offset = line.number, line.end
+        parsed = line.record
+        if parsed is None:
+            if record > indexed:  # lines read before were reported then
+                bad.append(line)
+        elif (
+            not isinstance(parsed, ToolResultRecord)
+            and record > indexed
+            and label.class_.rank <= max_class.rank
+        ):
+            _add_rows(rows, parsed, found, record - 1, label)
+        label = label_after(label, line)
     if bad:
-        number, why = bad[0]
         log.warning(
             "%s: skipped %d line(s) that are not session records (first: line %d: %s)",
             found.path,
             len(bad),
-            number,
-            why,
+            bad[0].number,
+            bad[0].problem,
         )
     return rows, Cursor(records=record, offset=offset, label=label)
 
@@ -238,32 +219,6 @@ def _add_rows(
         rows.append(row(parsed.content, "assistant"))
     for call in parsed.tool_calls:
         rows.append(row(f"{call.name} {call.arguments}", "tool_call"))
-
-
-def _skip_line(f: BinaryIO) -> int | None:
-    """Read past the rest of an over-long line; its byte count, or None at EOF first."""
-    skipped = 0
-    while chunk := f.readline(1 << 20):
-        skipped += len(chunk)
-        if chunk.endswith(b"\n"):
-            return skipped
-    return None
-
-
-def _damaged_label(line: bytes) -> Label:
-    """What a line that is not a record tells the label: nothing, unless it was a result."""
-    try:
-        value = msgspec.json.decode(line)
-    except msgspec.DecodeError:
-        return Label()
-    if not isinstance(value, dict) or value.get("type") != "tool_result":
-        return Label()
-    try:
-        class_ = Class(value.get("class", Class.private.value))
-    except ValueError:
-        class_ = Class.secret
-    untrusted = value.get("untrusted", False)
-    return Label(class_=class_, untrusted=untrusted if isinstance(untrusted, bool) else True)
 
 
 def archive_rows(path: Path, *, max_class: Class) -> tuple[list[Row], int]:

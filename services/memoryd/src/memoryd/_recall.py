@@ -18,11 +18,9 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-import msgspec
+from proto import Class, HitSource, Label, RecallRecord, utc_stamp
 
-from proto import Class, Label
-
-from ._search import Found, HitSource
+from ._search import Found
 
 __all__ = [
     "SNIPPET_CHARS",
@@ -44,16 +42,6 @@ _WHO = {
     "tool_call": "the assistant called",
 }
 _RECORD_TIME = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}:[0-9]{2})")
-
-
-class RecallRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One line of `recalls/YYYY-MM.jsonl`; `hits` is empty when nothing was found."""
-
-    time: str
-    session: str
-    query: str
-    k: int
-    hits: list[HitSource]
 
 
 def label_of(found: Sequence[Found]) -> Label:
@@ -150,7 +138,7 @@ def recall_record(
 ) -> RecallRecord:
     """The recall log's line for one recall."""
     return RecallRecord(
-        time=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        time=utc_stamp(now),
         session=session,
         query=query,
         k=k,

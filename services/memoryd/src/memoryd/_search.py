@@ -28,7 +28,7 @@ import dataclasses
 import math
 from typing import Any
 
-import msgspec
+from proto import HitSource
 
 from ._query import match_string
 
@@ -36,7 +36,6 @@ __all__ = [
     "OPTIMISE_FROM_ROWS",
     "SELECTIVE_SHARE",
     "Found",
-    "HitSource",
     "Ranking",
     "Vocabulary",
     "averages",
@@ -70,22 +69,6 @@ class Ranking:
     """The terms a snippet is centred on: the rarest ones the ranking used."""
     indexed: int = 0
     """The rows in the index when it was ranked."""
-
-
-class HitSource(msgspec.Struct, frozen=True, kw_only=True):
-    """Where a hit came from: its `sources` row without the rowid (a reindex renumbers).
-
-    Recall shows it as the hit's source line; the recall log records it as it is.
-    """
-
-    kind: str
-    session: str
-    epoch: int | None
-    record: int
-    time: str
-    role: str
-    class_: str = msgspec.field(name="class")
-    untrusted: bool
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,15 +30,9 @@ from proto import (
 from ._block import memory_block
 from ._config import Settings
 from ._edits import EditApplier, read_history
-from ._files import (
-    MemoryDir,
-    MemoryUnavailable,
-    ensure_private_dir,
-    month_file,
-    utc_now,
-)
+from ._files import MemoryDir, MemoryUnavailable, ensure_private_dir
 from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable
-from ._recall import RecallRecord, label_of, recall_record, render
+from ._recall import label_of, recall_record, render
 from ._store import Sources
 
 __all__ = ["Memoryd"]
@@ -152,7 +146,7 @@ class Memoryd:
             return ToolResponse(
                 call_id=call_id, status="error", content=f"{exc} (runbook: {RUNBOOK})"
             )
-        found, now = search.found, utc_now()
+        found, now = search.found, proto.utc_now()
         record = recall_record(now, request.session, args.query, args.k, found)
         try:
             await trio.to_thread.run_sync(self._log_recall, record, now)
@@ -161,9 +155,9 @@ class Memoryd:
         content = render(args.query, found, search.ranking.marked)
         return ToolResponse(call_id=call_id, status="ok", content=content, label=label_of(found))
 
-    def _log_recall(self, record: RecallRecord, now: datetime) -> None:
+    def _log_recall(self, record: proto.RecallRecord, now: datetime) -> None:
         self.memory.recalls.mkdir(mode=0o700, exist_ok=True)
-        proto.append_line(month_file(self.memory.recalls, now), _encoder.encode(record))
+        proto.append_line(proto.month_file(self.memory.recalls, now), _encoder.encode(record))
 
     async def recall_query(self, request: RecallQuery) -> ToolResponse:
         """The owner's own search: the recall engine and format, no recall-log line."""

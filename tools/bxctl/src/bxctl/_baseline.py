@@ -8,17 +8,17 @@ When none answers, an estimate is printed and labelled as one.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 
 import proto
 from proto import BaselinePreview, BaselinePreviewReply
 
-from ._common import Sockets, ask
+from ._common import Sockets, ask, print_json
 
 __all__ = ["TokenCount", "baseline", "count_tokens"]
 
@@ -78,7 +78,7 @@ async def count_tokens(preview: BaselinePreviewReply) -> TokenCount:
             (
                 "llama-cpp-python /extras/tokenize/count (raw text, without chat template)",
                 f"{root}/extras/tokenize/count",
-                {"input": preview.system + "\n" + json.dumps(preview.tools)},
+                {"input": preview.system + "\n" + _compact(preview.tools)},
                 "count",
                 False,
             ),
@@ -87,10 +87,14 @@ async def count_tokens(preview: BaselinePreviewReply) -> TokenCount:
             value = await _try(http, endpoint, body, field)
             if value is not None:
                 return TokenCount(value, method, exact)
-    chars = len(preview.system) + len(json.dumps(preview.tools))
+    chars = len(preview.system) + len(_compact(preview.tools))
     return TokenCount(
         chars // 4, f"ESTIMATE (characters / 4): no model server answered at {url}", False
     )
+
+
+def _compact(value: object) -> str:
+    return msgspec.json.encode(value).decode()
 
 
 async def _try(
@@ -115,7 +119,7 @@ async def baseline(home: Path, *, count: bool, as_json: bool) -> int:
     """Print the system prompt and tool schemas a new session would get, and their size."""
     path = Sockets(home).path(proto.OWNER_LOOP)
     preview = await ask(path, proto.OWNER_LOOP, BaselinePreview(), BaselinePreviewReply)
-    tools = json.dumps(preview.tools, ensure_ascii=False)
+    tools = _compact(preview.tools)
     counted = await count_tokens(preview) if count else None
     if as_json:
         out: dict[str, Any] = {
@@ -129,11 +133,11 @@ async def baseline(home: Path, *, count: bool, as_json: bool) -> int:
                 "method": counted.method,
                 "exact": counted.exact,
             }
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        print_json(out)
         return 0
     print(preview.system)
     print("\n# tools")
-    print(json.dumps(preview.tools, indent=2, ensure_ascii=False))
+    print_json(preview.tools)
     print(
         f"\nsystem prompt: {len(preview.system):,} characters; "
         f"tool schemas: {len(tools):,} characters"

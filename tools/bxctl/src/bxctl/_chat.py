@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import assert_never
 
 import httpx
 import trio
@@ -11,6 +12,8 @@ import trio
 import proto
 from proto import (
     ApprovalDecide,
+    ApprovalPending,
+    AssistantText,
     BaselinePreview,
     BaselinePreviewReply,
     Ok,
@@ -18,6 +21,8 @@ from proto import (
     Say,
     SessionOpen,
     SessionOpened,
+    ToolCalled,
+    ToolResult,
     TurnDone,
     TurnEvent,
 )
@@ -56,9 +61,7 @@ async def model_hint(home: Path) -> str | None:
     return None
 
 
-def _label(label: proto.Label | None) -> str:
-    if label is None:
-        return ""
+def _label(label: proto.Label) -> str:
     parts = [] if label.class_ == proto.Class.private else [str(label.class_)]
     if label.untrusted:
         parts.append("untrusted")
@@ -111,7 +114,7 @@ async def _turn(home: Path, session: str, text: str, *, inline: bool) -> bool:
     try:
         async with proto.open_call(path, Say(session=session, text=text)) as conversation:
             async for frame in conversation:
-                if isinstance(frame, TurnEvent):
+                if isinstance(frame, AssistantText | ToolCalled | ToolResult | ApprovalPending):
                     await _show_event(home, frame, out, inline=inline)
                 elif isinstance(frame, TurnDone):
                     out.line("")
@@ -129,24 +132,27 @@ async def _turn(home: Path, session: str, text: str, *, inline: bool) -> bool:
 
 
 async def _show_event(home: Path, event: TurnEvent, out: _Printer, *, inline: bool) -> None:
-    if event.event == "assistant_text":
-        out.text(event.text)
-    elif event.event == "tool_call" and event.call is not None:
-        out.line(f"  → {event.call.name} {proto.escape(event.call.arguments)}")
-    elif event.event == "tool_result":
-        first = proto.escape(event.text.strip().splitlines()[0] if event.text.strip() else "")
-        if len(first) > 160:
-            first = first[:157] + "…"
-        out.line(f"  ← {event.status or 'ok'}{_label(event.label)}: {first}")
-    elif event.event == "approval_pending" and event.approval is not None:
-        if inline:
-            await _decide_inline(home, event.approval, out)
-        else:
-            out.line(describe_approval(event.approval))
-            out.line(
-                f"  waiting for the owner: `bxctl approvals approve {event.approval.id}` "
-                f"or `bxctl approvals deny {event.approval.id}`"
-            )
+    match event:
+        case AssistantText(text=text):
+            out.text(text)
+        case ToolCalled(call=call):
+            out.line(f"  → {call.name} {proto.escape(call.arguments)}")
+        case ToolResult(status=status, content=content, label=label):
+            first = proto.escape(content.strip().splitlines()[0] if content.strip() else "")
+            if len(first) > 160:
+                first = first[:157] + "…"
+            out.line(f"  ← {status}{_label(label)}: {first}")
+        case ApprovalPending(approval=approval):
+            if inline:
+                await _decide_inline(home, approval, out)
+            else:
+                out.line(describe_approval(approval))
+                out.line(
+                    f"  waiting for the owner: `bxctl approvals approve {approval.id}` "
+                    f"or `bxctl approvals deny {approval.id}`"
+                )
+        case _:
+            assert_never(event)
 
 
 async def chat(home: Path, session: str | None, message: str | None) -> int:

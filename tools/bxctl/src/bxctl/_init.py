@@ -14,9 +14,8 @@ from pathlib import Path
 
 from ._common import CommandError
 
-__all__ = ["EMBEDDED", "init_home", "shipped_config_dir"]
+__all__ = ["init_home", "shipped_config_dir"]
 
-EMBEDDED = "embedded"
 ROLE_CONFIGS = ("memoryd.toml", "brokerd.toml", "loopd.toml")
 TEXT_FILES = ("system.md", "soul.md")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import json
 import sys
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from proto import (
     ApprovalDecide,
     Approvals,
     ApprovalsList,
+    AuditRecord,
     AuditVerified,
     AuditVerify,
     EditRecord,
@@ -193,29 +193,28 @@ def audit_tail(home: Path, count: int, *, as_json: bool) -> int:
     """The last `count` audit records, oldest first."""
     audit = home / "audit"
     files = sorted(audit.glob("*.jsonl")) if audit.is_dir() else []
-    lines: list[str] = []
+    lines: list[proto.Line[AuditRecord]] = []
     for path in reversed(files):
-        lines = path.read_text(encoding="utf-8").splitlines() + lines
+        lines = list(proto.AUDIT_LOG.lines(path)) + lines
         if len(lines) >= count:
             break
-    records = []
-    for line in lines[-count:]:
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            records.append({"unreadable": line[:80]})
+    lines = lines[-count:] if count > 0 else []
+    for line in lines:
+        if line.record is None:
+            print(
+                f"note: audit line {line.number} is not a record ({line.problem})", file=sys.stderr
+            )
+    records = [line.record for line in lines if line.record is not None]
     if as_json:
         print_json(records)
         return 0
     if not records:
         print("the audit log is empty")
     for r in records:
-        label = r.get("label") or {}
+        untrusted = " untrusted" if r.label.untrusted else ""
         print(
-            f"{r.get('time', '?')}  {r.get('decision', '?'):8} {r.get('tool', '?'):10} "
-            f"{r.get('status', '?'):7} session {r.get('session', '?')}  "
-            f"grant {r.get('grant', '?')}  {label.get('class', '')}"
-            f"{' untrusted' if label.get('untrusted') else ''}"
+            f"{r.time}  {r.decision:8} {r.tool:10} {r.status:7} session {r.session}  "
+            f"grant {r.grant or '-'}  {r.label.class_}{untrusted}"
         )
     return 0
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import msgspec
 
 import proto
-from proto import AssistantRecord, Baseline, ToolResultRecord, UserRecord
+from proto import AssistantRecord, ToolResultRecord, UserRecord
 
 from ._common import CommandError, print_json
 
 __all__ = ["sessions_list", "sessions_show"]
-
-_baseline = msgspec.json.Decoder(Baseline)
-_record = msgspec.json.Decoder(proto.SessionRecord)
 
 
 class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,18 +25,10 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _records(directory: Path) -> list[proto.SessionRecord]:
-    path = directory / "0.jsonl"
-    out: list[proto.SessionRecord] = []
-    if not path.exists():
-        return out
-    for line in path.read_bytes().split(b"\n"):
-        if not line:
-            continue
-        try:
-            out.append(_record.decode(line))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue  # a torn line: loopd reports damage itself
-    return out
+    read = proto.SESSION_LOG.read(directory / proto.LOG_FILE)
+    if problems := read.problems():
+        print(f"note: {problems}", file=sys.stderr)
+    return read.records
 
 
 def sessions_list(home: Path, *, as_json: bool) -> int:
@@ -46,9 +36,12 @@ def sessions_list(home: Path, *, as_json: bool) -> int:
     root = home / "sessions"
     summaries = []
     for directory in sorted(root.iterdir()) if root.is_dir() else []:
+        if not directory.is_dir():
+            continue
         try:
-            baseline = _baseline.decode((directory / "0.baseline.json").read_bytes())
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            baseline = proto.read_baseline(directory)
+        except (OSError, ValueError) as exc:
+            print(f"note: skipped {directory.name}: {exc}", file=sys.stderr)
             continue
         records = _records(directory)
         summaries.append(
@@ -75,13 +68,16 @@ def sessions_show(home: Path, session: str, *, as_json: bool) -> int:
         directory = home / "sessions" / proto.check_session_id(session)
     except proto.BadSessionId as exc:
         raise CommandError(str(exc)) from None
-    if not (directory / "0.baseline.json").is_file():
+    if not (directory / proto.BASELINE_FILE).is_file():
         raise CommandError(f"there is no session {session} in {home / 'sessions'}")
     records = _records(directory)
     if as_json:
         print_json(records)
         return 0
-    baseline = _baseline.decode((directory / "0.baseline.json").read_bytes())
+    try:
+        baseline = proto.read_baseline(directory)
+    except (OSError, ValueError) as exc:
+        raise CommandError(str(exc)) from None
     print(f"session {session}, created {baseline.created}, model {baseline.model}")
     for r in records:
         if isinstance(r, UserRecord):

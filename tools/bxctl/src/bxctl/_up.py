@@ -27,7 +27,6 @@ import proto
 from ._chat import model_hint
 from ._common import CommandError, Sockets
 from ._embedded import (
-    EMBEDDED_URL_ENV,
     embedded_configured,
     find_gguf,
     free_port,
@@ -221,7 +220,7 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
                     if embedded_configured(home):
                         model, url = await _start_model(nursery)
                         children.append(model)
-                        loopd_env[EMBEDDED_URL_ENV] = url
+                        loopd_env[proto.EMBEDDED_URL_ENV] = url
                     for role in ROLES:
                         extra = loopd_env if role == "loopd" else {}
                         children.append(await _start(nursery, role, home, notify_dir, extra))

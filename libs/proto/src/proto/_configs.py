@@ -1,0 +1,174 @@
+"""Every role's configuration file, as the Structs it is decoded into.
+
+They live in proto, not in the roles, so that bxctl reads and checks a role's TOML
+(`bxctl config`, whether the embedded model is configured) with the role's own Struct,
+without importing the role. Each role resolves its Struct into absolute paths itself.
+
+Defaults live here and nowhere else; the shipped files in `config/` show them. Unknown
+keys are errors naming the key (`ConfigSection` forbids them), so a typo fails at start,
+and every duration and count is checked to be positive.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from ._config import ConfigSection, PathsSection
+from ._label import Class
+
+__all__ = [
+    "EMBEDDED",
+    "EMBEDDED_URL_ENV",
+    "BrokerdConfig",
+    "LoopdConfig",
+    "LoopdModel",
+    "MemorydConfig",
+    "PositiveCount",
+    "PositiveSeconds",
+]
+
+PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
+"""A duration in seconds, more than zero."""
+
+PositiveCount = Annotated[int, msgspec.Meta(ge=1)]
+"""A count, at least one."""
+
+EMBEDDED = "embedded"
+"""`[model] url` of the embedded demo model, which `bxctl up` runs."""
+
+EMBEDDED_URL_ENV = "BOXMAKER_EMBEDDED_MODEL_URL"
+"""Where `bxctl up` tells loopd the embedded model's address."""
+
+
+# -- memoryd.toml (spec §11) -----------------------------------------------------------
+
+
+class MemorydMemory(ConfigSection, frozen=True, kw_only=True):
+    """`[memory]`: the starter soul.md, relative to the config file's directory."""
+
+    soul_starter: str = "soul.md"
+
+
+class MemorydIndex(ConfigSection, frozen=True, kw_only=True):
+    """`[index]`: records above `max_class` are not indexed."""
+
+    max_class: Class = Class.private
+
+
+class MemorydSockets(ConfigSection, frozen=True, kw_only=True):
+    """`[sockets]`: socket paths; defaults under `{home}/run/` (spec §7)."""
+
+    loop: str | None = None
+    broker: str | None = None
+    admin: str | None = None
+    read_timeout_s: PositiveSeconds = 10.0
+
+
+class MemorydConfig(ConfigSection, frozen=True, kw_only=True):
+    """The whole of memoryd.toml."""
+
+    paths: PathsSection = msgspec.field(default_factory=PathsSection)
+    memory: MemorydMemory = msgspec.field(default_factory=MemorydMemory)
+    index: MemorydIndex = msgspec.field(default_factory=MemorydIndex)
+    sockets: MemorydSockets = msgspec.field(default_factory=MemorydSockets)
+
+
+# -- brokerd.toml (ARCHITECTURE §5) ----------------------------------------------------
+
+
+class BrokerdMemory(ConfigSection, frozen=True, kw_only=True):
+    """`[memory]`: memoryd's broker socket, where recall and memory calls go."""
+
+    socket: str | None = None
+    call_timeout_s: PositiveSeconds = 30.0
+
+
+class BrokerdRuntime(ConfigSection, frozen=True, kw_only=True):
+    """`[runtime]`: what runs every tool but recall and memory."""
+
+    kind: Literal["local", "refusing"] = "local"
+
+
+class BrokerdApprovals(ConfigSection, frozen=True, kw_only=True):
+    """`[approvals]`: how long an `ask` call waits for the owner before it is denied."""
+
+    timeout_s: PositiveSeconds = 900.0
+
+
+class BrokerdSockets(ConfigSection, frozen=True, kw_only=True):
+    """`[sockets]`: socket paths; defaults under `{home}/run/` (ARCHITECTURE §2)."""
+
+    loop: str | None = None
+    admin: str | None = None
+    read_timeout_s: PositiveSeconds = 10.0
+
+
+class BrokerdConfig(ConfigSection, frozen=True, kw_only=True):
+    """The whole of brokerd.toml."""
+
+    paths: PathsSection = msgspec.field(default_factory=PathsSection)
+    memory: BrokerdMemory = msgspec.field(default_factory=BrokerdMemory)
+    runtime: BrokerdRuntime = msgspec.field(default_factory=BrokerdRuntime)
+    approvals: BrokerdApprovals = msgspec.field(default_factory=BrokerdApprovals)
+    sockets: BrokerdSockets = msgspec.field(default_factory=BrokerdSockets)
+
+
+# -- loopd.toml (ARCHITECTURE §4, §9) --------------------------------------------------
+
+
+class LoopdModel(ConfigSection, frozen=True, kw_only=True):
+    """`[model]`: an OpenAI-compatible chat completions server."""
+
+    url: str = EMBEDDED
+    """The server's OpenAI-compatible base URL, or "embedded": the demo model `bxctl up`
+    runs, whose address it passes in `$BOXMAKER_EMBEDDED_MODEL_URL`."""
+    model: str = "local"
+    api_key_env: str | None = None
+    context_tokens: PositiveCount = 8192
+    max_tokens: PositiveCount = 1024
+    temperature: Annotated[float, msgspec.Meta(ge=0)] = 0.2
+    timeout_s: PositiveSeconds = 120.0
+    stream: bool = True
+    null_content: bool = False
+    tool_choice: Literal["auto", "none"] | None = None
+    """"auto" lets the model call tools; "none" asks for text only. Default: "auto", or
+    "none" for the embedded demo model, which calls tools badly and constantly."""
+    max_steps: PositiveCount = 16
+
+
+class LoopdMemory(ConfigSection, frozen=True, kw_only=True):
+    """`[memory]`: memoryd's loop socket."""
+
+    socket: str | None = None
+
+
+class LoopdBroker(ConfigSection, frozen=True, kw_only=True):
+    """`[broker]`: brokerd's loop socket."""
+
+    socket: str | None = None
+
+
+class LoopdPrompt(ConfigSection, frozen=True, kw_only=True):
+    """`[prompt]`: system.md, relative to the config file's directory."""
+
+    system: str = "system.md"
+
+
+class LoopdSockets(ConfigSection, frozen=True, kw_only=True):
+    """`[sockets]`: the chat socket loopd serves."""
+
+    chat: str | None = None
+    read_timeout_s: PositiveSeconds = 10.0
+
+
+class LoopdConfig(ConfigSection, frozen=True, kw_only=True):
+    """The whole of loopd.toml."""
+
+    paths: PathsSection = msgspec.field(default_factory=PathsSection)
+    model: LoopdModel = msgspec.field(default_factory=LoopdModel)
+    memory: LoopdMemory = msgspec.field(default_factory=LoopdMemory)
+    broker: LoopdBroker = msgspec.field(default_factory=LoopdBroker)
+    prompt: LoopdPrompt = msgspec.field(default_factory=LoopdPrompt)
+    sockets: LoopdSockets = msgspec.field(default_factory=LoopdSockets)
