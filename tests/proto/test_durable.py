@@ -24,7 +24,8 @@ def test_a_torn_line_is_ended_first_and_never_rewritten(tmp_path: Path) -> None:
     path.write_bytes(b'{"a":1}\n{"a":2, "tor')  # a writer killed mid-line
     proto.append_line(path, b'{"a":3}')
     assert path.read_bytes() == b'{"a":1}\n{"a":2, "tor\n{"a":3}\n'
-    read = proto.JsonLines(dict[str, int]).read(path)
+    reader: proto.JsonLines[dict[str, int]] = proto.JsonLines(dict[str, int])
+    read = reader.read(path)
     assert read.records == [{"a": 1}, {"a": 3}]
     assert [line.raw for line in read.skipped] == [b'{"a":2, "tor']
 
