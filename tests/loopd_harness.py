@@ -1,10 +1,14 @@
-"""loopd in-process, with test doubles of memoryd and brokerd on real Unix sockets."""
+"""loopd in-process: its chat handler over memory streams, test doubles of memoryd and
+brokerd on real Unix sockets (loopd reaches them by their paths)."""
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
+import inmemory
 import trio
 
 import proto
@@ -25,6 +29,8 @@ from proto import (
 )
 
 BLOCK = "# soul.md\nTest soul.\n\n# memory.md (0 of 2,200 characters)\n(empty)"
+
+M = TypeVar("M", bound=Message)
 
 
 @dataclass
@@ -82,6 +88,19 @@ class FakeBrokerd:
 
 
 @dataclass
+class Chat:
+    """loopd's chat handler, reached over memory streams as bxctl reaches its socket."""
+
+    loopd: Loopd
+
+    def open_call(self, request: Message) -> AbstractAsyncContextManager[proto.Call]:
+        return inmemory.open_exchange(proto.OWNER_LOOP, self.loopd.handle_chat, request)
+
+    async def call(self, request: Message, expect: type[M]) -> M:
+        return await inmemory.call(proto.OWNER_LOOP, self.loopd.handle_chat, request, expect)
+
+
+@dataclass
 class Harness:
     loopd: Loopd
     memoryd: FakeMemoryd
@@ -89,8 +108,8 @@ class Harness:
     home: Path
 
     @property
-    def chat(self) -> Path:
-        return self.loopd.settings.chat_socket
+    def chat(self) -> Chat:
+        return Chat(self.loopd)
 
 
 async def start_harness(
@@ -115,21 +134,28 @@ async def start_harness(
             )
         )
     role = Loopd(settings)
-    await role.start(nursery, shutdown)
+    nursery.start_soon(_close_model_at_the_end, role)
     return Harness(role, memoryd, brokerd, home)
 
 
-async def say(chat: Path, session: str, text: str) -> list[Message]:
+async def _close_model_at_the_end(role: Loopd) -> None:
+    # What `Loopd.start` does at shutdown, without serving the chat socket.
+    try:
+        await trio.sleep_forever()
+    finally:
+        with trio.CancelScope(shield=True):
+            await role.model.aclose()
+
+
+async def say(chat: Chat, session: str, text: str) -> list[Message]:
     """Send `say` and collect every frame until the server closes."""
     frames: list[Message] = []
-    async with proto.open_call(chat, proto.Say(session=session, text=text)) as conversation:
+    async with chat.open_call(proto.Say(session=session, text=text)) as conversation:
         async for frame in conversation:
             frames.append(frame)
     return frames
 
 
-async def open_session(chat: Path, session: str | None = None) -> proto.SessionOpened:
-    """Open (or create) a session over the chat socket."""
-    return await proto.call(
-        chat, proto.SessionOpen(origin="test", session=session), proto.SessionOpened
-    )
+async def open_session(chat: Chat, session: str | None = None) -> proto.SessionOpened:
+    """Open (or create) a session through the chat handler."""
+    return await chat.call(proto.SessionOpen(origin="test", session=session), proto.SessionOpened)

@@ -1,30 +1,25 @@
 """The whole of boxmaker as real processes in a temporary home, for end-to-end tests.
 
 `running_stack` creates a home with `bxctl init` (pointing loopd at a scripted model
-server), starts memoryd, brokerd and loopd as processes with their real configs, and
-waits for each to report READY=1 on a notify socket, as systemd would. Roles can be
-restarted one by one. Nothing of ours is faked: only the model is scripted.
+server), starts memoryd, brokerd and loopd as processes with their real configs (through
+`roles.start_role`: each has said READY=1 on a notify socket, as systemd would see it).
+Roles can be restarted one by one. Nothing of ours is faked: only the model is scripted.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roles import RunningRole, start_role
 from scripted_model import ScriptedModel, Step, serve_scripted_model
 
 import proto
 from bxctl._init import init_home
 
 ROLES = ("memoryd", "brokerd", "loopd")
-READY_S = 30.0
 
 
 @dataclass
@@ -33,58 +28,30 @@ class Stack:
 
     home: Path
     scripted: ScriptedModel | None
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    logs: dict[str, Path] = field(default_factory=dict)
+    processes: dict[str, RunningRole] = field(default_factory=dict)
 
     def socket(self, spec: proto.Socket) -> Path:
         return spec.default_path(self.home)
 
     def start(self, role: str) -> None:
-        notify_path = self.home / f".{role}.notify"
-        notify_path.unlink(missing_ok=True)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
-            notify.bind(os.fspath(notify_path))
-            notify.settimeout(READY_S)
-            log = open(self.logs.setdefault(role, self.home / f"{role}.log"), "ab")  # noqa: SIM115
-            self.processes[role] = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    role,
-                    "serve",
-                    "--config",
-                    os.fspath(self.home / "config" / f"{role}.toml"),
-                ],
-                env={**os.environ, "NOTIFY_SOCKET": os.fspath(notify_path)},
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-            )
-            log.close()
-            try:
-                while b"READY=1" not in notify.recv(4096).split(b"\n"):
-                    pass
-            except TimeoutError:
-                raise AssertionError(f"{role} did not start:\n{self.log(role)}") from None
+        config = self.home / "config" / f"{role}.toml"
+        self.processes[role] = start_role(role, config, log=self._log_path(role))
 
     def stop(self, role: str) -> None:
-        process = self.processes.pop(role)
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise AssertionError(f"{role} did not stop on SIGTERM:\n{self.log(role)}") from None
-        assert process.returncode == 0, f"{role} exited {process.returncode}:\n{self.log(role)}"
+        ended = self.processes.pop(role).stop()
+        assert ended.returncode == 0, f"{role} exited {ended.returncode}:\n{ended.log}"
 
     def restart(self, role: str) -> None:
         self.stop(role)
         self.start(role)
 
     def log(self, role: str) -> str:
-        path = self.logs.get(role)
-        return path.read_text(errors="replace") if path and path.exists() else ""
+        """Everything `role` logged, every run of it."""
+        path = self._log_path(role)
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def _log_path(self, role: str) -> Path:
+        return self.home / f"{role}.log"
 
     @property
     def model(self) -> ScriptedModel:

@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import msgspec
 import pytest
+from roles import fail_to_start, start_role
 
 import proto
 from proto import BrokerdConfig
 
 REPO = Path(__file__).resolve().parents[2]
-CAP_S = 20
-
-
-def run_brokerd(config: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "brokerd", "serve", "--config", os.fspath(config)],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_ready_serving_and_stopping(short_dir: Path) -> None:
@@ -37,27 +25,23 @@ def test_ready_serving_and_stopping(short_dir: Path) -> None:
     )
     config = short_dir / "brokerd.toml"
     config.write_text(f'[paths]\nhome = "{home}"\n')
-    notify_path = short_dir / "notify"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
-        notify.bind(os.fspath(notify_path))
-        notify.settimeout(CAP_S)
-        child = run_brokerd(config, {"NOTIFY_SOCKET": os.fspath(notify_path)})
-        try:
-            ready = notify.recv(4096).decode()
-            assert ready.startswith("READY=1\nSTATUS=serving")
-            assert "1 grant problems" in ready
-            assert (home / proto.LOOP_BROKER.relative_path).exists()
-            assert (home / proto.OWNER_BROKER.relative_path).exists()
-            assert oct((home / "audit").stat().st_mode & 0o777) == "0o700"
-        finally:
-            child.send_signal(signal.SIGTERM)
-            _, stderr = child.communicate(timeout=CAP_S)
-        assert notify.recv(4096) == b"STOPPING=1"
-    assert child.returncode == 0, stderr
+    brokerd = start_role("brokerd", config, log=short_dir / "brokerd.log")
+    try:
+        ready = brokerd.ready
+        assert ready is not None
+        assert ready.startswith("READY=1\nSTATUS=serving")
+        assert "1 grant problems" in ready
+        assert (home / proto.LOOP_BROKER.relative_path).exists()
+        assert (home / proto.OWNER_BROKER.relative_path).exists()
+        assert oct((home / "audit").stat().st_mode & 0o777) == "0o700"
+    finally:
+        ended = brokerd.stop()
+    assert ended.notified == ("STOPPING=1",)
+    assert ended.returncode == 0, ended.log
     assert (
         "grant memory.toml not loaded: the policy of recall and memory is built in; "
         "remove this grant. (runbook: grants-invalid)"
-    ) in stderr
+    ) in ended.log
     assert not (home / proto.LOOP_BROKER.relative_path).exists()
     assert not (home / proto.OWNER_BROKER.relative_path).exists()
 
@@ -77,12 +61,11 @@ def test_start_failures_exit_non_zero_with_the_runbook(
 ) -> None:
     path = short_dir / "brokerd.toml"
     path.write_text(f'[paths]\nhome = "{short_dir / "home"}"\n' + config)
-    child = run_brokerd(path)
-    _, stderr = child.communicate(timeout=CAP_S)
-    assert child.returncode == 1
-    assert says.lower() in stderr.lower()
-    assert "runbook: brokerd-start-failed" in stderr
-    assert "Traceback" not in stderr
+    ended = fail_to_start("brokerd", path, log=short_dir / "brokerd.log")
+    assert ended.returncode == 1
+    assert says.lower() in ended.log.lower()
+    assert "runbook: brokerd-start-failed" in ended.log
+    assert "Traceback" not in ended.log
 
 
 def test_help_and_the_shipped_config() -> None:
@@ -106,8 +89,7 @@ def test_an_unusable_audit_directory_is_a_start_failure(short_dir: Path) -> None
     (home / "audit").write_text("not a directory")
     path = short_dir / "brokerd.toml"
     path.write_text(f'[paths]\nhome = "{home}"\n')
-    child = run_brokerd(path)
-    _, stderr = child.communicate(timeout=CAP_S)
-    assert child.returncode == 1
-    assert f"File exists: '{home / 'audit'}' (runbook: brokerd-start-failed)" in stderr
-    assert "Traceback" not in stderr
+    ended = fail_to_start("brokerd", path, log=short_dir / "brokerd.log")
+    assert ended.returncode == 1
+    assert f"File exists: '{home / 'audit'}' (runbook: brokerd-start-failed)" in ended.log
+    assert "Traceback" not in ended.log

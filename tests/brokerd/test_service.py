@@ -1,12 +1,15 @@
-"""brokerd in-process over real Unix sockets: decisions, approvals, audit, bad input."""
+"""brokerd in-process: decisions, approvals, audit and bad input through its handlers over
+memory streams; which socket accepts what, and the drain at shutdown, over real sockets."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import inmemory
 import msgspec
 import pytest
 import trio
@@ -62,16 +65,27 @@ def audit_records(home: Path) -> list[dict[str, Any]]:
 
 
 class Broker:
-    """A started brokerd and the conversations a test has with it."""
+    """A brokerd and the conversations a test has with it.
 
-    def __init__(self, role: Brokerd, shutdown: trio.Event) -> None:
+    In memory (its handlers behind `proto.serve_stream`), or, once `start`ed, over the
+    sockets it serves.
+    """
+
+    def __init__(self, role: Brokerd, shutdown: trio.Event, *, sockets: bool) -> None:
         self.role = role
         self.settings = role.settings
         self.shutdown = shutdown
+        self.sockets = sockets
+
+    def open_loop(self, req: ToolRequest) -> AbstractAsyncContextManager[proto.Call]:
+        """Send `req` as loopd does; the conversation yields brokerd's frames."""
+        if self.sockets:
+            return proto.open_call(self.settings.loop_socket, req)
+        return inmemory.open_exchange(proto.LOOP_BROKER, self.role.handle_loop, req)
 
     async def call(self, req: ToolRequest) -> list[Message]:
         with trio.fail_after(CAP_S):
-            async with proto.open_call(self.settings.loop_socket, req) as conversation:
+            async with self.open_loop(req) as conversation:
                 return [frame async for frame in conversation]
 
     async def answer(self, req: ToolRequest) -> ToolResponse:
@@ -82,7 +96,9 @@ class Broker:
 
     async def owner(self, req: Message, expect: type[M]) -> M:
         with trio.fail_after(CAP_S):
-            return await proto.call(self.settings.admin_socket, req, expect)
+            if self.sockets:
+                return await proto.call(self.settings.admin_socket, req, expect)
+            return await inmemory.call(proto.OWNER_BROKER, self.role.handle_owner, req, expect)
 
     async def pending(self) -> list[proto.PendingApproval]:
         return (await self.owner(ApprovalsList(), Approvals)).pending
@@ -93,7 +109,7 @@ class Broker:
 
         async def loopd() -> None:
             with trio.fail_after(CAP_S):
-                async with proto.open_call(self.settings.loop_socket, req) as conversation:
+                async with self.open_loop(req) as conversation:
                     async for frame in conversation:
                         asked.frames.append(frame)
                         if isinstance(frame, ApprovalPending):
@@ -136,31 +152,47 @@ def notes(home: Path) -> Path:
     return folder
 
 
-async def start(
-    nursery: trio.Nursery, settings: Settings, runtime: Any = None, **grants: str
-) -> Broker:
+def prepared(settings: Settings, runtime: Any = None, **grants: str) -> Brokerd:
     (settings.home / "grants").mkdir(parents=True, exist_ok=True)
     for name, text in grants.items():
         (settings.home / "grants" / f"{name}.toml").write_text(text)
     role = Brokerd(settings, runtime)
     role.prepare()
+    return role
+
+
+def in_memory(settings: Settings, runtime: Any = None, **grants: str) -> Broker:
+    """brokerd prepared as `serve` prepares it, its handlers called over memory streams."""
+    return Broker(prepared(settings, runtime, **grants), trio.Event(), sockets=False)
+
+
+async def start(nursery: trio.Nursery, settings: Settings, **grants: str) -> Broker:
+    """brokerd started as `serve` starts it: both sockets bound under the home."""
+    role = prepared(settings, **grants)
     shutdown = trio.Event()
     with trio.fail_after(CAP_S):
         await role.start(nursery, shutdown)
-    return Broker(role, shutdown)
+    return Broker(role, shutdown, sockets=True)
+
+
+def usual_grants(notes: Path) -> dict[str, str]:
+    paths = f'[constraints]\npaths = ["{notes}/**"]\n'
+    return {
+        "files": grant("list_dir", "auto", extra=paths),
+        "notes": grant("read_file", "ask", extra=paths),
+        "shell": grant("shell", "deny"),
+        "broken": grant("shell2", "sometimes"),
+    }
 
 
 @pytest.fixture
-async def broker(nursery: trio.Nursery, settings: Settings, notes: Path) -> Broker:
-    paths = f'[constraints]\npaths = ["{notes}/**"]\n'
-    return await start(
-        nursery,
-        settings,
-        files=grant("list_dir", "auto", extra=paths),
-        notes=grant("read_file", "ask", extra=paths),
-        shell=grant("shell", "deny"),
-        broken=grant("shell2", "sometimes"),
-    )
+def broker(settings: Settings, notes: Path) -> Broker:
+    return in_memory(settings, **usual_grants(notes))
+
+
+@pytest.fixture
+async def served(nursery: trio.Nursery, settings: Settings, notes: Path) -> Broker:
+    return await start(nursery, settings, **usual_grants(notes))
 
 
 async def test_auto_runs_and_is_audited(broker: Broker, notes: Path, home: Path) -> None:
@@ -287,12 +319,9 @@ async def test_an_unknown_approval_is_an_error(broker: Broker) -> None:
     )
 
 
-async def test_the_approval_times_out(
-    nursery: trio.Nursery, settings: Settings, notes: Path
-) -> None:
+async def test_the_approval_times_out(settings: Settings, notes: Path) -> None:
     quick = dataclasses.replace(settings, approval_timeout_s=0.2)
-    broker = await start(
-        nursery,
+    broker = in_memory(
         quick,
         notes=grant("read_file", "ask", extra=f'[constraints]\npaths = ["{notes}/**"]\n'),
     )
@@ -308,16 +337,14 @@ async def test_loopd_disconnecting_withdraws_the_approval(
     broker: Broker, notes: Path, home: Path
 ) -> None:
     with trio.fail_after(CAP_S):
-        async with proto.open_call(
-            broker.settings.loop_socket, request("read_file", {"path": f"{notes}/q3.txt"})
+        async with broker.open_loop(
+            request("read_file", {"path": f"{notes}/q3.txt"})
         ) as conversation:
             first = await conversation.receive()
             assert isinstance(first, ApprovalPending)
             assert len(await broker.pending()) == 1
-    # brokerd notices the closed connection on its own; only asking shows it.
-    with trio.fail_after(CAP_S):
-        while await broker.pending() or not audit_records(home):  # noqa: ASYNC110
-            await trio.sleep(0.005)
+    # brokerd noticed the hang-up on its own (open_loop waited for its handler to finish)
+    assert await broker.pending() == []
     (record,) = audit_records(home)
     assert (record["decision"], record["approval"]) == ("denied", first.approval.id)
     assert record["reason"] == "loopd disconnected while the approval was pending"
@@ -326,20 +353,11 @@ async def test_loopd_disconnecting_withdraws_the_approval(
     assert late.value.code == "already-decided"
 
 
-async def test_shutdown_withdraws_pending_approvals(
-    nursery: trio.Nursery, broker: Broker, notes: Path
-) -> None:
-    asked = await broker.ask(nursery, request("read_file", {"path": f"{notes}/q3.txt"}))
-    broker.shutdown.set()
-    reply = await asked.reply()
-    assert reply.content == "brokerd is shutting down; the approval was withdrawn"
-
-
 async def test_arguments_are_shown_escaped_and_run_as_approved(
     nursery: trio.Nursery, settings: Settings, home: Path
 ) -> None:
     runtime = configured_runtime(settings)
-    broker = await start(nursery, settings, runtime)
+    broker = in_memory(settings, runtime)
     text = "**@channel** <b>hi</b>\u202e"
     raw = '{"action": "add", "file": "memory", "text": "' + text.replace("\u202e", "\\u202e") + '"}'
     asked = await broker.ask(nursery, request("memory", raw))
@@ -366,12 +384,9 @@ async def test_arguments_are_shown_escaped_and_run_as_approved(
     )
 
 
-async def test_the_refusing_runtime_asks_nobody(
-    nursery: trio.Nursery, settings: Settings, notes: Path
-) -> None:
+async def test_the_refusing_runtime_asks_nobody(settings: Settings, notes: Path) -> None:
     refusing = dataclasses.replace(settings, runtime="refusing")
-    broker = await start(
-        nursery,
+    broker = in_memory(
         refusing,
         notes=grant("read_file", "ask", extra=f'[constraints]\npaths = ["{notes}/**"]\n'),
     )
@@ -389,29 +404,15 @@ class HugeRuntime:
         return RunOutput("ok", "x" * (proto.MAX_FRAME + 1))
 
 
-async def test_a_result_too_large_for_a_frame_is_an_error(
-    nursery: trio.Nursery, settings: Settings
-) -> None:
+async def test_a_result_too_large_for_a_frame_is_an_error(settings: Settings) -> None:
     runtime = CompositeRuntime(
         MemoryRuntime(settings.memory_socket, call_timeout_s=1), HugeRuntime()
     )
-    broker = await start(nursery, settings, runtime, big=grant("big", "auto"))
+    broker = in_memory(settings, runtime, big=grant("big", "auto"))
     reply = await broker.answer(request("big", {}))
     assert reply.status == "error"
     assert reply.content.startswith("the result of big is too large to pass on (frame of")
     assert audit_records(settings.home)[0]["status"] == "error"
-
-
-async def test_approvals_are_reachable_from_the_owner_socket_only(broker: Broker) -> None:
-    for path, req in (
-        (broker.settings.loop_socket, ApprovalsList()),
-        (broker.settings.loop_socket, ApprovalDecide(id="ap-abcdef", approve=True)),
-        (broker.settings.loop_socket, AuditVerify()),
-        (broker.settings.admin_socket, request("list_dir", {"path": "/"})),
-    ):
-        with trio.fail_after(CAP_S), pytest.raises(proto.RemoteError) as wrong:
-            await proto.call(path, req, Ok)
-        assert wrong.value.code == "wrong-socket"
 
 
 async def test_grants_list_shows_grants_and_problems(broker: Broker) -> None:
@@ -462,8 +463,7 @@ async def test_several_grants_for_a_tool_are_told_apart_by_their_paths(
     base = home.parent
     for folder in ("docs", "notes", "both"):
         (base / folder).mkdir()
-    broker = await start(
-        nursery,
+    broker = in_memory(
         settings,
         docs=grant("list_dir", "auto", extra=f'[constraints]\npaths = ["{base}/docs/**"]\n'),
         notes=grant("list_dir", "ask", extra=f'[constraints]\npaths = ["{base}/notes/**"]\n'),
@@ -497,3 +497,27 @@ async def test_several_grants_for_a_tool_are_told_apart_by_their_paths(
     await broker.owner(ApprovalDecide(id=asked.approval.id, approve=True), Ok)
     assert (await asked.reply()).content == f"{base}/notes: empty"
     assert audit_records(home)[-1]["grant"] == "notes"
+
+
+# -- over real Unix sockets: which socket accepts what, and the drain at shutdown -------
+
+
+async def test_approvals_are_reachable_from_the_owner_socket_only(served: Broker) -> None:
+    for path, req in (
+        (served.settings.loop_socket, ApprovalsList()),
+        (served.settings.loop_socket, ApprovalDecide(id="ap-abcdef", approve=True)),
+        (served.settings.loop_socket, AuditVerify()),
+        (served.settings.admin_socket, request("list_dir", {"path": "/"})),
+    ):
+        with trio.fail_after(CAP_S), pytest.raises(proto.RemoteError) as wrong:
+            await proto.call(path, req, Ok)
+        assert wrong.value.code == "wrong-socket"
+
+
+async def test_shutdown_withdraws_pending_approvals(
+    nursery: trio.Nursery, served: Broker, notes: Path
+) -> None:
+    asked = await served.ask(nursery, request("read_file", {"path": f"{notes}/q3.txt"}))
+    served.shutdown.set()
+    reply = await asked.reply()
+    assert reply.content == "brokerd is shutting down; the approval was withdrawn"

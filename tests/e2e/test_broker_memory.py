@@ -9,18 +9,14 @@ what `audit_verify` names.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
+from roles import RunningRole, start_role
 
 import proto
 from proto import (
@@ -44,31 +40,6 @@ CAP_S = 20
 SESSION = "chat-e2ebrokermemory01"
 
 
-def start(role: str, config: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", role, "serve", "--config", os.fspath(config)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def wait_for(path: Path, child: subprocess.Popen[str], role: str) -> None:
-    deadline = time.monotonic() + CAP_S
-    while not path.exists():
-        if child.poll() is not None:
-            raise AssertionError(f"{role} exited: {child.communicate()[1]}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{role} did not start")
-        time.sleep(0.02)
-
-
-def stop(child: subprocess.Popen[str]) -> str:
-    child.send_signal(signal.SIGTERM)
-    _, stderr = child.communicate(timeout=CAP_S)
-    assert child.returncode == 0, stderr
-    return stderr
-
-
 @pytest.fixture
 def home() -> Iterator[Path]:
     """A home with memoryd and brokerd running on it; both stopped cleanly afterwards."""
@@ -77,18 +48,16 @@ def home() -> Iterator[Path]:
     (base / "soul.md").write_text("An end-to-end soul.\n")
     (base / "memoryd.toml").write_text(f'[paths]\nhome = "{home}"\n')
     (base / "brokerd.toml").write_text(f'[paths]\nhome = "{home}"\n')
-    memoryd = start("memoryd", base / "memoryd.toml")
-    brokerd: subprocess.Popen[str] | None = None
+    started: list[RunningRole] = []
     try:
-        wait_for(home / proto.BROKER_MEMORY.relative_path, memoryd, "memoryd")
-        brokerd = start("brokerd", base / "brokerd.toml")
-        wait_for(home / proto.OWNER_BROKER.relative_path, brokerd, "brokerd")
+        for role in ("memoryd", "brokerd"):
+            started.append(start_role(role, base / f"{role}.toml", log=base / f"{role}.log"))
         yield home
     finally:
-        if brokerd is not None:
-            stop(brokerd)
-        stop(memoryd)
+        ended = [running.stop() for running in reversed(started)]
         shutil.rmtree(base, ignore_errors=True)
+    for running, end in zip(reversed(started), ended, strict=True):
+        assert end.returncode == 0, f"{running.role} exited {end.returncode}:\n{end.log}"
 
 
 def memory_call(call: str, text: str) -> ToolRequest:

@@ -304,7 +304,7 @@ async def test_baseline_preview_is_what_a_new_session_gets(
 ) -> None:
     with serve_scripted_model() as model, trio.fail_after(CAP_S):
         h = await start_harness(nursery, short_dir, model.url)
-        preview = await proto.call(h.chat, proto.BaselinePreview(), proto.BaselinePreviewReply)
+        preview = await h.chat.call(proto.BaselinePreview(), proto.BaselinePreviewReply)
         opened = await open_session(h.chat)
     baseline = msgspec.json.decode(baseline_of(h.home, opened.session), type=Baseline)
     assert (preview.system, preview.tools) == (baseline.system, baseline.tools)

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
+from roles import fail_to_start, start_role
 
 import proto
 from proto import MemoryBlock, MemoryBlockReply, ToolCall, ToolRequest, ToolResponse
@@ -28,36 +26,16 @@ def write_config(directory: Path, body: str) -> Path:
     return config
 
 
-def run_memoryd(config: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "memoryd", "serve", "--config", os.fspath(config)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def wait_for(path: Path, child: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + CAP_S
-    while not path.exists():
-        if child.poll() is not None:
-            raise AssertionError(f"memoryd exited: {child.communicate()[1]}")
-        if time.monotonic() > deadline:
-            raise AssertionError("memoryd did not start")
-        time.sleep(0.02)
-
-
 @pytest.fixture
 def memoryd(short_dir: Path) -> Iterator[Path]:
     home = short_dir / "home"
     config = write_config(short_dir, f'[paths]\nhome = "{home}"\n')
-    child = run_memoryd(config)
+    role = start_role("memoryd", config, log=short_dir / "memoryd.log")
     try:
-        wait_for(home / proto.OWNER_MEMORY.relative_path, child)
         yield home
     finally:
-        child.send_signal(signal.SIGTERM)
-        _, stderr = child.communicate(timeout=CAP_S)
-    assert child.returncode == 0, stderr
+        ended = role.stop()
+    assert ended.returncode == 0, ended.log
     assert not (home / proto.LOOP_MEMORY.relative_path).exists()
 
 
@@ -103,20 +81,18 @@ def test_start_failures_exit_non_zero_with_the_runbook(
     if prepare == "memory-file":
         home.mkdir()
         (home / "memory").write_text("not a directory")
-    child = run_memoryd(path)
-    _, stderr = child.communicate(timeout=CAP_S)
-    assert child.returncode == 1
-    assert says in stderr
-    assert "runbook: memoryd-start-failed" in stderr
-    assert "Traceback" not in stderr
+    ended = fail_to_start("memoryd", path, log=short_dir / "memoryd.log")
+    assert ended.returncode == 1
+    assert says in ended.log
+    assert "runbook: memoryd-start-failed" in ended.log
+    assert "Traceback" not in ended.log
 
 
 def test_a_second_instance_is_refused(memoryd: Path, short_dir: Path) -> None:
-    child = run_memoryd(short_dir / "memoryd.toml")
-    _, stderr = child.communicate(timeout=CAP_S)
-    assert child.returncode == 1
-    assert "is another instance running?" in stderr
-    assert "runbook: memoryd-start-failed" in stderr
+    second = fail_to_start("memoryd", short_dir / "memoryd.toml", log=short_dir / "second.log")
+    assert second.returncode == 1
+    assert "is another instance running?" in second.log
+    assert "runbook: memoryd-start-failed" in second.log
 
 
 def test_help_explains_the_command() -> None:

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
 from memoryd_harness import OTHER, SESSION, append, result, said, user
+from roles import RunningRole, start_role
 
 import proto
 from proto import Class, Label, Reindex, Reindexed, ToolCall, ToolRequest, ToolResponse
@@ -30,17 +27,14 @@ def recall_call(query: str) -> ToolRequest:
 async def recall_when_ready(broker: Path, query: str) -> ToolResponse:
     """Recall, retrying while the index is still being built at start-up."""
     while True:
-        try:
-            reply = await proto.call(broker, recall_call(query), ToolResponse)
-        except proto.Unreachable:
-            reply = None
-        if reply is not None and "being built" not in reply.content:
+        reply = await proto.call(broker, recall_call(query), ToolResponse)
+        if "being built" not in reply.content:
             return reply
         await trio.sleep(0.05)
 
 
 @pytest.fixture
-def process(short_dir: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+def process(short_dir: Path) -> Iterator[tuple[Path, RunningRole]]:
     """A home with two session logs, and memoryd started on it (no index yet)."""
     home = short_dir / "home"
     sessions = home / "sessions"
@@ -49,23 +43,15 @@ def process(short_dir: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     config = short_dir / "memoryd.toml"
     config.write_text(f'[paths]\nhome = "{home}"\n')
     (short_dir / "soul.md").write_text("Starter soul.\n")
-    child = subprocess.Popen(
-        [sys.executable, "-m", "memoryd", "serve", "--config", os.fspath(config)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    role = start_role("memoryd", config, log=short_dir / "memoryd.log")
     try:
-        yield home, child
+        yield home, role
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        role.kill()  # the test stops it; this is for a test that failed first
 
 
-async def test_recall_through_a_memoryd_process(
-    process: tuple[Path, subprocess.Popen[str]],
-) -> None:
-    home, child = process
+async def test_recall_through_a_memoryd_process(process: tuple[Path, RunningRole]) -> None:
+    home, role = process
     sessions = home / "sessions"
     broker = home / proto.BROKER_MEMORY.relative_path
     loop = home / proto.LOOP_MEMORY.relative_path
@@ -77,9 +63,9 @@ async def test_recall_through_a_memoryd_process(
         parcel = await proto.call(broker, recall_call("parcel"), ToolResponse)
         reindexed = await proto.call(admin, Reindex(), Reindexed)
         after = await proto.call(broker, recall_call("launch window"), ToolResponse)
-    child.send_signal(signal.SIGTERM)
-    _, stderr = await trio.to_thread.run_sync(lambda: child.communicate(timeout=CAP_S))
-    assert child.returncode == 0, stderr
+    ended = await trio.to_thread.run_sync(role.stop)
+    stderr = ended.log
+    assert ended.returncode == 0, stderr
     assert first.status == "ok"
     assert first.content.startswith("[1] session mm-8ass9m…, 2026-09-20 14:02 UTC, the owner said")
     assert "the page says launch" in first.content

@@ -1,4 +1,4 @@
-"""memoryd's sockets, in-process over real Unix sockets: the kinds each one answers."""
+"""memoryd in-process: its handlers over memory streams, its sockets over real Unix sockets."""
 
 from __future__ import annotations
 
@@ -6,14 +6,18 @@ import contextlib
 import json
 import os
 import socket
-from pathlib import Path
 
+import inmemory
 import pytest
 import trio
 
 import proto
 from memoryd import Memoryd, Settings
+from memoryd._files import ensure_private_dir
 from proto import (
+    BROKER_MEMORY,
+    LOOP_MEMORY,
+    OWNER_MEMORY,
     Error,
     MemoryBlock,
     MemoryBlockReply,
@@ -32,6 +36,17 @@ SESSION = "chat-abcdefghijklmnop"
 
 @pytest.fixture
 async def role(nursery: trio.Nursery, settings: Settings) -> Memoryd:
+    """memoryd with its index running and no sockets: its handlers are called in memory."""
+    memoryd = Memoryd(settings)
+    memoryd.memory.ensure(settings.soul_starter)
+    ensure_private_dir(settings.index_dir)
+    nursery.start_soon(memoryd.index.run, trio.Event())
+    return memoryd
+
+
+@pytest.fixture
+async def served(nursery: trio.Nursery, settings: Settings) -> Memoryd:
+    """memoryd started as `serve` starts it: its three sockets bound under the home."""
     memoryd = Memoryd(settings)
     memoryd.memory.ensure(settings.soul_starter)
     shutdown = trio.Event()
@@ -49,60 +64,64 @@ def memory_call(text: str, call: str = "c1") -> ToolRequest:
     )
 
 
-async def test_block_edit_block(role: Memoryd, settings: Settings) -> None:
+async def test_block_edit_block(role: Memoryd) -> None:
+    loop, broker, admin = role.handle_loop, role.handle_broker, role.handle_admin
     with trio.fail_after(CAP_S):
-        before = await proto.call(settings.loop_socket, MemoryBlock(), MemoryBlockReply)
-        reply = await proto.call(settings.broker_socket, memory_call("UTC, always."), ToolResponse)
-        after = await proto.call(settings.loop_socket, MemoryBlock(), MemoryBlockReply)
-        history = await proto.call(settings.admin_socket, MemoryHistory(), MemoryHistoryReply)
+        before = await inmemory.call(LOOP_MEMORY, loop, MemoryBlock(), MemoryBlockReply)
+        reply = await inmemory.call(
+            BROKER_MEMORY, broker, memory_call("UTC, always."), ToolResponse
+        )
+        after = await inmemory.call(LOOP_MEMORY, loop, MemoryBlock(), MemoryBlockReply)
+        history = await inmemory.call(OWNER_MEMORY, admin, MemoryHistory(), MemoryHistoryReply)
     assert "# memory.md (0 of 2,200 characters)\n(empty)" in before.text
     assert reply.status == "ok"
     assert "# memory.md (12 of 2,200 characters)\nUTC, always." in after.text
     assert [e.after for e in history.edits] == [["UTC, always."]]
 
 
-async def test_refused_block_names_the_runbook(role: Memoryd, settings: Settings) -> None:
+async def test_refused_block_names_the_runbook(role: Memoryd) -> None:
     role.memory.path("memory.md").write_text("x" * 2201)
     with trio.fail_after(CAP_S), pytest.raises(proto.RemoteError) as refused:
-        await proto.call(settings.loop_socket, MemoryBlock(), MemoryBlockReply)
+        await inmemory.call(LOOP_MEMORY, role.handle_loop, MemoryBlock(), MemoryBlockReply)
     assert refused.value.error.code == "memory-unavailable"
     assert refused.value.error.runbook == "memory-unavailable"
     assert "memory.md is 2,201 of 2,200 characters" in refused.value.error.message
 
 
-async def test_session_updated_for_a_session_without_logs_is_ok(
-    role: Memoryd, settings: Settings
-) -> None:
+async def test_session_updated_for_a_session_without_logs_is_ok(role: Memoryd) -> None:
+    updated = SessionUpdated(session=SESSION)
     with trio.fail_after(CAP_S):
-        assert await proto.call(settings.loop_socket, SessionUpdated(session=SESSION), Ok) == Ok()
-
-
-def _raw(path: Path, body: bytes) -> proto.Message:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(5)
-        sock.connect(os.fspath(path))
-        sock.sendall(len(body).to_bytes(4, "big") + body)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    return proto.decode_body(data[4:])
+        assert await inmemory.call(LOOP_MEMORY, role.handle_loop, updated, Ok) == Ok()
 
 
 @pytest.mark.parametrize(
     "session", ["../../etc", "chat-abc/../../x", "chat-abcdefgh\n", "CHAT-ABCDEFGH", ""]
 )
-async def test_session_ids_with_path_tricks_are_refused(
-    role: Memoryd, settings: Settings, session: str
-) -> None:
+async def test_session_ids_with_path_tricks_are_refused(role: Memoryd, session: str) -> None:
     body = json.dumps({"kind": "session_updated", "session": session}).encode()
     with trio.fail_after(CAP_S):
-        reply = await trio.to_thread.run_sync(_raw, settings.loop_socket, body)
+        (reply,) = await inmemory.answer(
+            LOOP_MEMORY, role.handle_loop, len(body).to_bytes(4, "big") + body
+        )
     assert isinstance(reply, Error)
     assert reply.code == "bad-frame"
     assert "$.session" in reply.message
 
 
-async def test_each_socket_accepts_only_its_kinds(role: Memoryd, settings: Settings) -> None:
+async def test_other_tools_are_refused(role: Memoryd) -> None:
+    req = ToolRequest(
+        session=SESSION, call=ToolCall(id="c2", name="read_file", arguments="{}"), approval="a"
+    )
+    with trio.fail_after(CAP_S):
+        reply = await inmemory.call(BROKER_MEMORY, role.handle_broker, req, ToolResponse)
+    assert reply.status == "error"
+    assert "'read_file'" in reply.content
+
+
+# -- over real Unix sockets: which path serves which kinds, and a bad peer survived --------
+
+
+async def test_each_socket_accepts_only_its_kinds(served: Memoryd, settings: Settings) -> None:
     with trio.fail_after(CAP_S):
         for path, request in (
             (settings.loop_socket, memory_call("x")),
@@ -113,21 +132,11 @@ async def test_each_socket_accepts_only_its_kinds(role: Memoryd, settings: Setti
             with pytest.raises(proto.RemoteError) as wrong:
                 await proto.call(path, request, Ok)
             assert wrong.value.code == "wrong-socket"
-    assert role.memory.path("memory.md").read_text() == ""
-
-
-async def test_other_tools_are_refused(role: Memoryd, settings: Settings) -> None:
-    req = ToolRequest(
-        session=SESSION, call=ToolCall(id="c2", name="read_file", arguments="{}"), approval="a"
-    )
-    with trio.fail_after(CAP_S):
-        reply = await proto.call(settings.broker_socket, req, ToolResponse)
-    assert reply.status == "error"
-    assert "'read_file'" in reply.content
+    assert served.memory.path("memory.md").read_text() == ""
 
 
 async def test_oversized_frame_is_refused_and_memoryd_keeps_serving(
-    role: Memoryd, settings: Settings
+    served: Memoryd, settings: Settings
 ) -> None:
     big = memory_call("x" * (proto.MAX_FRAME + 10))
     body = proto.encode_frame(big, max_frame_bytes=4 * proto.MAX_FRAME)
@@ -147,4 +156,4 @@ async def test_oversized_frame_is_refused_and_memoryd_keeps_serving(
     assert isinstance(reply, Error)
     assert reply.code == "frame-too-large"
     assert block.text.startswith("# soul.md")
-    assert role.memory.path("memory.md").read_text() == ""
+    assert served.memory.path("memory.md").read_text() == ""

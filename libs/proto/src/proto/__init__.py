@@ -33,6 +33,11 @@ from ._configs import LoopdModel as LoopdModel
 from ._configs import MemorydConfig as MemorydConfig
 from ._configs import PositiveCount as PositiveCount
 from ._configs import PositiveSeconds as PositiveSeconds
+from ._connection import Connection as Connection
+from ._connection import Handler as Handler
+from ._connection import Peer as Peer
+from ._connection import ServiceError as ServiceError
+from ._connection import serve_stream as serve_stream
 from ._durable import append_line as append_line
 from ._durable import fsync_dir as fsync_dir
 from ._durable import write_atomically as write_atomically
@@ -67,9 +72,6 @@ from ._role import run_role as run_role
 from ._role import sd_notify as sd_notify
 from ._role import setup_logging as setup_logging
 from ._role import watch_signals as watch_signals
-from ._server import Connection as Connection
-from ._server import Handler as Handler
-from ._server import ServiceError as ServiceError
 from ._server import SocketPathError as SocketPathError
 from ._server import claim_socket_path as claim_socket_path
 from ._server import serve_unix as serve_unix

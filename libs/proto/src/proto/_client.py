@@ -49,7 +49,7 @@ class RemoteError(Exception):
 class Call:
     """One request's conversation: the frames the server sends back, in order."""
 
-    def __init__(self, stream: trio.SocketStream, max_frame_bytes: int) -> None:
+    def __init__(self, stream: trio.abc.ReceiveStream, max_frame_bytes: int) -> None:
         self._stream = stream
         self._max_frame_bytes = max_frame_bytes
 

@@ -1,12 +1,11 @@
-"""Serving one socket: one request per connection, every failure an `error` reply.
+"""Serving one Unix socket: one request per connection, every failure an `error` reply.
 
 `serve_unix` claims the path carefully (a non-socket file or a live socket is refused,
 only a stale socket is removed), binds with the directory at 0700 and the socket at
-0600, checks the peer's uid before reading a byte, reads one frame under a deadline,
-refuses kinds the socket does not accept, and hands the request to the role's
-handler. Whatever the handler does, the server keeps serving: a handler exception
-becomes an `error` reply and one log line. On shutdown it stops accepting, gives
-in-flight requests `grace_s` to finish, and unlinks only the socket it created.
+0600, and checks each peer's uid (SO_PEERCRED) before reading a byte; then
+`serve_stream` answers the connection's one request. Whatever the handler does, the
+server keeps serving. On shutdown it stops accepting, gives in-flight requests
+`grace_s` to finish, and unlinks only the socket it created.
 """
 
 from __future__ import annotations
@@ -17,66 +16,24 @@ import os
 import socket as stdlib_socket
 import stat
 import struct
-from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
 import trio
 
-from ._codec import MAX_FRAME, FrameTooLarge, PeerClosed, ProtocolError, read_frame, write_frame
-from ._messages import Error, Message
+from ._codec import MAX_FRAME
+from ._connection import Handler, Peer, serve_stream
 from ._sockets import MAX_SOCKET_PATH_BYTES, Socket
 
-__all__ = ["Connection", "Handler", "ServiceError", "SocketPathError", "serve_unix"]
+__all__ = ["SocketPathError", "claim_socket_path", "serve_unix"]
 
 log = logging.getLogger("proto.server")
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
-class ServiceError(Exception):
-    """Raised by a handler to answer with an `error` frame instead of a reply."""
-
-    def __init__(self, code: str, message: str, runbook: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.runbook = runbook
-
-    def to_frame(self) -> Error:
-        """The `error` frame this refusal is answered with."""
-        return Error(code=self.code, message=self.message, runbook=self.runbook)
-
-
 class SocketPathError(Exception):
     """A socket path that cannot be claimed: too long, not a socket, or in use."""
-
-
-class Connection:
-    """The peer of one request: who it is, and a way to send frames before the reply."""
-
-    def __init__(self, stream: trio.SocketStream, *, peer_pid: int, peer_uid: int) -> None:
-        self._stream = stream
-        self.peer_pid = peer_pid
-        self.peer_uid = peer_uid
-
-    async def send(self, message: Message) -> None:
-        """Send a frame ahead of the final reply (a progress event, an approval notice).
-
-        Raises:
-            trio.BrokenResourceError: the peer has gone; the handler may stop early.
-        """
-        await write_frame(self._stream, message)
-
-    async def wait_peer_gone(self) -> None:
-        """Return once the peer has closed its end (it may send nothing after its request)."""
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            while await self._stream.receive_some(1):
-                pass
-
-
-Handler = Callable[[Message, Connection], Awaitable[Message]]
-"""A role's request handler: returns the reply, or raises `ServiceError`."""
 
 
 def claim_socket_path(path: Path) -> None:
@@ -201,70 +158,11 @@ async def _serve_connection(
         if uid not in (os.geteuid(), 0):
             log.warning("%s: refused a connection from uid %d (pid %d)", spec.name, uid, pid)
             return
-        with trio.move_on_after(read_timeout_s) as deadline:
-            try:
-                request = await read_frame(stream, max_frame_bytes=max_frame_bytes)
-            except PeerClosed:
-                return  # a liveness probe, or a client that gave up
-            except ProtocolError as exc:
-                log.info("%s: %s from pid %d: %s", spec.name, exc.code, pid, exc)
-                await _reply(stream, Error(code=exc.code, message=str(exc)))
-                return
-            except trio.BrokenResourceError:
-                return
-        if deadline.cancelled_caught:
-            log.info(
-                "%s: closed a connection that sent no request in %.0f s", spec.name, read_timeout_s
-            )
-            return
-        if not spec.accepts(request):
-            kind = type(request).__struct_config__.tag
-            await _reply(
-                stream,
-                Error(
-                    code="wrong-socket",
-                    message=f"{kind!r} is not accepted on the {spec.name} socket",
-                ),
-            )
-            return
-        reply = await _handle(
-            spec, handler, request, Connection(stream, peer_pid=pid, peer_uid=uid)
+        await serve_stream(
+            spec,
+            handler,
+            stream,
+            peer=Peer(pid=pid, uid=uid),
+            read_timeout_s=read_timeout_s,
+            max_frame_bytes=max_frame_bytes,
         )
-        await _reply(stream, reply)
-
-
-async def _handle(spec: Socket, handler: Handler, request: Message, conn: Connection) -> Message:
-    try:
-        return await handler(request, conn)
-    except ServiceError as exc:
-        return exc.to_frame()
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        return Error(code="peer-gone", message="the peer closed the connection")
-    except Exception:
-        kind = type(request).__struct_config__.tag
-        log.exception("%s: %s failed", spec.name, kind)
-        return Error(
-            code="internal", message=f"{spec.server} failed to answer {kind!r}; its log says why"
-        )
-
-
-async def _reply(stream: trio.SocketStream, message: Message) -> None:
-    try:
-        try:
-            await write_frame(stream, message)
-        except FrameTooLarge as exc:
-            log.error("a %s reply was too large: %s", type(message).__struct_config__.tag, exc)
-            await write_frame(stream, Error(code="reply-too-large", message=str(exc)))
-        except ProtocolError as exc:
-            log.error(
-                "a %s reply could not be encoded: %s", type(message).__struct_config__.tag, exc
-            )
-            await write_frame(
-                stream,
-                Error(
-                    code="internal",
-                    message="the reply could not be encoded; the role's log says why",
-                ),
-            )
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        log.debug("peer left before the %s reply", type(message).__struct_config__.tag)
