@@ -26,9 +26,13 @@ class Step:
     reasoning: str | None = None
     status: int = 200
     raw: bytes | None = None  # sent as the body as it is (status still applies)
+    raw_type: str = "application/json"  # the content-type sent with `raw`
     usage: int | None = None  # total_tokens to report; default: a count from the request
     cut: bool = False  # promise a longer body than is sent, then close (a reset mid-answer)
     delay_s: float = 0.0  # wait this long before answering (a slow server)
+    # Stream each chunk's JSON over several `data:` lines, between comment lines, `id:`,
+    # `event:` and `retry:` fields, extra blank lines and CRLF line ends: all valid SSE.
+    multiline: bool = False
 
 
 @dataclass
@@ -113,6 +117,25 @@ def _chunks(step: Step, body: bytes) -> Iterator[dict[str, Any]]:
     }
 
 
+def _events(step: Step, body: bytes) -> bytes:
+    """The SSE body of a streamed answer, ending with `[DONE]`."""
+    chunks = list(_chunks(step, body))
+    if not step.multiline:
+        return (
+            b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+            + b"data: [DONE]\n\n"
+        )
+    out = [": keep-alive\n\n", "retry: 3000\n\n"]
+    for n, chunk in enumerate(chunks):
+        end = "\r\n" if n % 2 else "\n"
+        lines = [": the next chunk", f"id: {n}", "event: completion.chunk"]
+        parts = json.dumps(chunk, indent=2, ensure_ascii=False).split("\n")
+        lines += [("data:" if i % 2 else "data: ") + part for i, part in enumerate(parts)]
+        out.append(end.join(lines) + end + end + ("\n" if n % 3 == 0 else ""))
+    out.append(": done\nevent: done\ndata: [DONE]\n\n")
+    return "".join(out).encode()
+
+
 def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -140,18 +163,13 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             if step.delay_s:
                 time.sleep(step.delay_s)
             if step.raw is not None:
-                self._send(step.status, step.raw)
+                self._send(step.status, step.raw, step.raw_type)
                 return
             if step.status != 200:
                 self._send(step.status, json.dumps({"error": {"message": step.text}}).encode())
                 return
             if json.loads(body).get("stream"):
-                data = (
-                    b"".join(
-                        b"data: " + json.dumps(c).encode() + b"\n\n" for c in _chunks(step, body)
-                    )
-                    + b"data: [DONE]\n\n"
-                )
+                data = _events(step, body)
                 if step.cut:
                     self._send_cut(data, "text/event-stream")
                     return

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -60,9 +63,46 @@ async def test_reindex_prints_the_spec_line(
 
     await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
     assert await run("reindex", "--home", str(short_dir)) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert out.startswith("reindexed: 42 logs, 1,208 records, 7 archive entries (")
+    assert err == "reindexing…\n"  # stderr is not a terminal: one plain line, no spinner
     assert seen == [proto.Reindex()]
+
+
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_reindex_on_a_terminal_spins_then_clears_the_line(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str], fails: bool
+) -> None:
+    async def memoryd(request: Message, conn: proto.Connection) -> Message:
+        if fails:
+            return proto.Error(code="internal", message="disk full")
+        return Reindexed(logs=42, records=1208, archive=7)
+
+    await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
+    terminal = Terminal()
+    with contextlib.redirect_stderr(terminal):
+        if fails:
+            with pytest.raises(CommandError, match="memoryd refused: disk full"):
+                await run("reindex", "--home", str(short_dir))
+        else:
+            assert await run("reindex", "--home", str(short_dir)) == 0
+    shown = terminal.getvalue()
+    assert re.search(r"reindexing… +\d+\.\d s", shown)
+    # the cursor is shown again and the spinner's line erased after its last frame
+    assert shown.rindex("\x1b[?25h") > shown.rindex("reindexing…")
+    assert shown.endswith("\x1b[2K")
+    out = capsys.readouterr().out
+    if fails:
+        assert out == ""
+    else:
+        assert out.startswith("reindexed: 42 logs, 1,208 records, 7 archive entries (")
 
 
 async def test_reindex_with_an_explicit_admin_socket(

@@ -7,12 +7,14 @@ holds, and a test can check it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import httpx_sse
 import msgspec
 
 from proto import ToolCall
@@ -72,6 +74,10 @@ class _Completion(msgspec.Struct):
 
 
 _completion = msgspec.json.Decoder(_Completion)
+_EMPTY_STREAM = (
+    "the model server sent an empty stream; if it cannot stream with tools, "
+    "set [model] stream = false in loopd.toml"
+)
 _encoder = msgspec.json.Encoder()
 
 
@@ -159,65 +165,91 @@ class ModelClient:
             ) from None
 
     async def _stream(self, body: bytes, on_text: OnText) -> ModelReply:
-        content: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, dict[str, str]] = {}
-        total: int | None = None
-        chunks = 0
+        partial = _Partial()
         async with self._http.stream("POST", self.url, content=body) as response:
             if response.status_code >= 400:
                 await response.aread()
                 _check_status(response)
-            # Read to the end of the body even after [DONE]: breaking out of httpx's
-            # nested stream generators leaves them unfinished.
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    continue
+            # Read to the end of the body even after [DONE] or a malformed chunk: breaking
+            # out of httpx's nested stream generators leaves them unfinished.
+            events = httpx_sse.EventSource(response).aiter_sse()
+            async with contextlib.aclosing(events):
                 try:
-                    chunk = _completion.decode(data)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    raise ModelError(
-                        f"the model server sent a malformed stream chunk: {exc}"
-                    ) from None
-                chunks += 1
-                total = _total(chunk.usage) or total
-                for choice in chunk.choices:
-                    delta = choice.delta or choice.message
-                    if delta is None:
-                        continue
-                    if delta.content:
-                        content.append(delta.content)
-                        await on_text(delta.content)
-                    if delta.reasoning_content:
-                        reasoning.append(delta.reasoning_content)
-                    for i, call in enumerate(delta.tool_calls or ()):
-                        slot = calls.setdefault(
-                            call.index if call.index is not None else i,
-                            {"id": "", "name": "", "arguments": ""},
-                        )
-                        slot["id"] = call.id or slot["id"]
-                        if call.function is not None:
-                            slot["name"] += call.function.name or ""
-                            slot["arguments"] += _arguments(call.function.arguments)
-        if chunks == 0:
-            raise ModelError(
-                "the model server sent an empty stream; if it cannot stream with tools, "
-                "set [model] stream = false in loopd.toml"
-            )
+                    async for event in events:
+                        # The event's type and id are not used; an event without data
+                        # (a bare `id:` or `retry:`) carries nothing to decode.
+                        if not event.data or event.data.strip() == "[DONE]":
+                            continue
+                        for text in partial.add(event.data):
+                            await on_text(text)
+                except httpx_sse.SSEError:
+                    # Raised before the first event when the answer is not an event
+                    # stream at all (a server that ignores "stream": true).
+                    raise ModelError(_EMPTY_STREAM) from None
+        if partial.malformed is not None:
+            raise ModelError(f"the model server sent a malformed stream chunk: {partial.malformed}")
+        if partial.chunks == 0:
+            raise ModelError(_EMPTY_STREAM)
+        return partial.reply()
+
+
+@dataclass
+class _Partial:
+    """A streamed answer so far: the deltas of every chunk, joined."""
+
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    total: int | None = None
+    chunks: int = 0
+    malformed: str | None = None
+    """Why the first chunk that did not decode failed; every later chunk is ignored."""
+
+    def add(self, data: str) -> list[str]:
+        """Take one chunk's JSON; return its text deltas, to pass on as they arrive."""
+        if self.malformed is not None:
+            return []
+        try:
+            chunk = _completion.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.malformed = str(exc)
+            return []
+        self.chunks += 1
+        self.total = _total(chunk.usage) or self.total
+        texts: list[str] = []
+        for choice in chunk.choices:
+            delta = choice.delta or choice.message
+            if delta is None:
+                continue
+            if delta.content:
+                self.content.append(delta.content)
+                texts.append(delta.content)
+            if delta.reasoning_content:
+                self.reasoning.append(delta.reasoning_content)
+            for i, call in enumerate(delta.tool_calls or ()):
+                slot = self.calls.setdefault(
+                    call.index if call.index is not None else i,
+                    {"id": "", "name": "", "arguments": ""},
+                )
+                slot["id"] = call.id or slot["id"]
+                if call.function is not None:
+                    slot["name"] += call.function.name or ""
+                    slot["arguments"] += _arguments(call.function.arguments)
+        return texts
+
+    def reply(self) -> ModelReply:
+        """The assistant message the chunks made."""
         tool_calls = [
             ToolCall(
                 id=slot["id"] or f"call-{index}", name=slot["name"], arguments=slot["arguments"]
             )
-            for index, slot in sorted(calls.items())
+            for index, slot in sorted(self.calls.items())
         ]
         return ModelReply(
-            content="".join(content) or None,
-            reasoning="".join(reasoning) or None,
+            content="".join(self.content) or None,
+            reasoning="".join(self.reasoning) or None,
             tool_calls=tool_calls,
-            total_tokens=total,
+            total_tokens=self.total,
         )
 
 

@@ -9,8 +9,11 @@ exists is ever overwritten, so running it twice is safe.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
+
+import tomlkit
+import tomlkit.exceptions
+from tomlkit.items import Comment, Item, Table
 
 from ._common import CommandError
 
@@ -31,24 +34,75 @@ def shipped_config_dir() -> Path:
     )
 
 
-_HOME_LINE = re.compile(r"^#\s*home\s*=.*$", re.MULTILINE)
-_URL_LINE = re.compile(r"^url\s*=.*$", re.MULTILINE)
-_MODEL_LINE = re.compile(r"^model\s*=.*$", re.MULTILINE)
+def _comment_ws(column: int, before: str) -> str:
+    """The spaces that put a trailing comment at `column` after `before`, if it fits."""
+    return " " * max(column - len(before), 1)
 
 
-def _toml_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _uncommented_home(comment: Comment) -> Item | None:
+    """`# home = "…"  # why` as the key it comments out (keeping `# why`), else None."""
+    text = comment.as_string().strip().removeprefix("#").strip()
+    try:
+        line = tomlkit.parse(text)
+    except tomlkit.exceptions.TOMLKitError:
+        return None
+    item = line.item("home") if list(line) == ["home"] else None
+    return item if isinstance(item, Item) else None
+
+
+def _with_home(paths: Table, home: str) -> Table:
+    """`[paths]` with its `# home = …` line replaced, in place, by `home = "<home>"`."""
+    rebuilt = tomlkit.table()
+    for field in ("indent", "comment_ws", "comment", "trail"):
+        setattr(rebuilt.trivia, field, getattr(paths.trivia, field))
+    found = False
+    for key, item in paths.value.body:
+        line = None
+        if key is None and isinstance(item, Comment) and not found:
+            line = _uncommented_home(item)
+        if line is None:
+            rebuilt.append(key, item)
+            continue
+        value = tomlkit.string(home)
+        value.trivia.indent = item.trivia.indent
+        if line.trivia.comment:
+            column = item.as_string().rindex(line.trivia.comment) - len(item.trivia.indent)
+            value.trivia.comment_ws = _comment_ws(column, f"home = {value.as_string()}")
+            value.trivia.comment = line.trivia.comment
+        value.trivia.trail = item.trivia.trail
+        rebuilt.append("home", value)
+        found = True
+    if not found:
+        raise CommandError("a shipped config has no '# home = …' line to fill in")
+    return rebuilt
+
+
+def _set(table: Table, key: str, text: str) -> None:
+    """Set a string, keeping the line's trailing comment where it was."""
+    old = table.item(key) if key in table else None
+    table[key] = text
+    new = table.item(key)
+    if isinstance(old, Item) and isinstance(new, Item) and old.trivia.comment:
+        column = len(old.as_string()) + len(old.trivia.comment_ws)
+        new.trivia.comment_ws = _comment_ws(column, new.as_string())
+
+
+def _table(doc: tomlkit.TOMLDocument, name: str) -> Table:
+    table = doc.get(name)
+    if not isinstance(table, Table):
+        raise CommandError(f"a shipped config has no [{name}] table")
+    return table
 
 
 def _role_config(template: str, home: Path, model_url: str | None, model: str | None) -> str:
-    text, count = _HOME_LINE.subn(f"home = {_toml_string(str(home))}", template, count=1)
-    if count != 1:
-        raise CommandError("a shipped config has no '# home = …' line to fill in")
+    """A role's config: the shipped template, every comment kept, with its values set."""
+    doc = tomlkit.parse(template)
+    doc["paths"] = _with_home(_table(doc, "paths"), str(home))
     if model_url is not None:
-        text = _URL_LINE.sub(f"url = {_toml_string(model_url)}", text, count=1)
+        _set(_table(doc, "model"), "url", model_url)
     if model is not None:
-        text = _MODEL_LINE.sub(f"model = {_toml_string(model)}", text, count=1)
-    return text
+        _set(_table(doc, "model"), "model", model)
+    return doc.as_string()
 
 
 def _write_new(path: Path, text: str, mode: int = 0o600) -> bool:

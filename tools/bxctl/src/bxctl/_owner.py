@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-
-import trio
 
 import proto
 from proto import (
@@ -94,35 +94,36 @@ def reindexed_line(reply: Reindexed) -> str:
     )
 
 
-async def _spinner(started: float) -> None:
-    frames = "|/-\\"
-    i = 0
-    while True:
-        elapsed = time.monotonic() - started
-        sys.stderr.write(f"\r{frames[i % 4]} reindexing… {elapsed:5.1f} s")
-        sys.stderr.flush()
-        i += 1
-        await trio.sleep(0.1)
+@contextlib.contextmanager
+def _working(what: str) -> Iterator[None]:
+    """A spinner with the elapsed seconds on a terminal's stderr, else one plain line.
+
+    rich redraws it from its own thread, so the trio thread is never blocked; the
+    spinner is cleared when the block ends, however it ends.
+    """
+    if not sys.stderr.isatty():
+        print(f"{what}…", file=sys.stderr)
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    columns = (SpinnerColumn(), TextColumn(f"{what}… {{task.elapsed:5.1f}} s", markup=False))
+    # Whether to animate was decided by isatty above, as for the plain line.
+    console = Console(stderr=True, force_terminal=True)
+    with Progress(*columns, console=console, transient=True) as progress:
+        progress.add_task(what, total=None)
+        yield
 
 
 async def reindex(home: Path, admin_socket: Path | None) -> int:
     """Rebuild the recall index, showing progress while memoryd works."""
     path = admin_socket or Sockets(home).path(proto.OWNER_MEMORY)
     started = time.monotonic()
-    interactive = sys.stderr.isatty()
-    if not interactive:
-        print("reindexing…", file=sys.stderr)
-    async with trio.open_nursery() as nursery:
-        if interactive:
-            nursery.start_soon(_spinner, started)
-        try:
-            reply = await ask(
-                path, proto.OWNER_MEMORY, Reindex(), Reindexed, deadline_s=REINDEX_DEADLINE_S
-            )
-        finally:
-            nursery.cancel_scope.cancel()
-            if interactive:
-                sys.stderr.write("\r" + " " * 40 + "\r")
+    with _working("reindexing"):
+        reply = await ask(
+            path, proto.OWNER_MEMORY, Reindex(), Reindexed, deadline_s=REINDEX_DEADLINE_S
+        )
     print(f"{reindexed_line(reply)} ({time.monotonic() - started:.1f} s)")
     return 0
 

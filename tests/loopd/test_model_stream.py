@@ -1,0 +1,116 @@
+"""loopd's reading of a streamed (SSE) answer, against the scripted model over HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+from loopd_harness import open_session, say, start_harness
+from scripted_model import Step, serve_scripted_model
+
+from loopd._config import ModelSection
+from loopd._model import ModelClient, ModelError, ModelReply
+from proto import ToolCall, TurnDone
+
+CAP_S = 20
+EMPTY = (
+    "the model server sent an empty stream; if it cannot stream with tools, "
+    "set [model] stream = false in loopd.toml"
+)
+
+
+async def ask(url: str) -> tuple[ModelReply, list[str]]:
+    """One streamed call; the reply and the text deltas passed on."""
+    deltas: list[str] = []
+
+    async def on_text(text: str) -> None:
+        deltas.append(text)
+
+    client = ModelClient(ModelSection(url=url, stream=True))
+    try:
+        reply = await client.complete([{"role": "user", "content": "hi"}], [], on_text)
+    finally:
+        await client.aclose()
+    return reply, deltas
+
+
+async def test_an_event_split_over_several_data_lines_still_parses() -> None:
+    text = 'Grüße, owner: a "quoted" word,\na second line and a \\ backslash.'
+    calls = [("clock", "{}"), ("recall", '{"query": "launch\\nday"}')]
+    step = Step(text=text, reasoning="thinking…", tool_calls=calls, usage=1234)
+    multiline = Step(**{**step.__dict__, "multiline": True})
+    with serve_scripted_model(step, multiline) as model, trio.fail_after(CAP_S):
+        plain, plain_deltas = await ask(model.url)
+        split, split_deltas = await ask(model.url)
+    assert split == plain
+    assert split_deltas == plain_deltas
+    assert "".join(split_deltas) == text
+    assert split == ModelReply(
+        content=text,
+        reasoning="thinking…",
+        tool_calls=[
+            ToolCall(id="call_0_clock", name="clock", arguments="{}"),
+            ToolCall(id="call_1_recall", name="recall", arguments='{"query": "launch\\nday"}'),
+        ],
+        total_tokens=1234,
+    )
+
+
+async def test_a_turn_over_multiline_events_runs_its_tools_and_finishes(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    steps = (
+        Step(tool_calls=[("clock", "{}")], multiline=True),
+        Step(text="It is late.", multiline=True),
+    )
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        opened = await open_session(h.chat)
+        frames = await say(h.chat, opened.session, "time?")
+    assert frames[-1] == TurnDone(text="It is late.")
+    text = (h.home / "sessions" / opened.session / "0.jsonl").read_text()
+    records = [json.loads(line) for line in text.splitlines() if line]
+    assert [r["type"] for r in records] == ["user", "assistant", "tool_result", "assistant"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "raw_type", "says"),
+    [
+        pytest.param(
+            b'data: {"choices": [\ndata: oops\n\n',
+            "text/event-stream",
+            "the model server sent a malformed stream chunk: ",
+            id="malformed",
+        ),
+        pytest.param(
+            b": keep-alive\n\nid: 1\n\n\nretry: 10\n\nevent: done\ndata: [DONE]\n\n",
+            "text/event-stream",
+            EMPTY,
+            id="no-chunks",
+        ),
+        pytest.param(b"", "text/event-stream; charset=utf-8", EMPTY, id="empty-body"),
+        pytest.param(
+            b'data: {"choices": [{"delta": {"content": "cut"}}]}',
+            "text/event-stream",
+            EMPTY,
+            id="event-without-its-blank-line",
+        ),
+        pytest.param(
+            b'{"choices": [{"message": {"content": "not streamed"}}]}',
+            "application/json",
+            EMPTY,
+            id="not-an-event-stream",
+        ),
+    ],
+)
+async def test_streams_without_a_usable_chunk_say_why(raw: bytes, raw_type: str, says: str) -> None:
+    step = Step(raw=raw, raw_type=raw_type)
+    with (
+        serve_scripted_model(step) as model,
+        trio.fail_after(CAP_S),
+        pytest.raises(ModelError) as failed,
+    ):
+        await ask(model.url)
+    assert str(failed.value).startswith(says)
