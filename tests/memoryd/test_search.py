@@ -143,3 +143,15 @@ def test_vocabulary_bounds_hold_as_the_index_grows() -> None:
     assert vocabulary.stale(203)
     assert vocabulary.count(conn, "alpha", 203) == (151, 151)  # stale: counted afresh
     assert vocabulary.count(conn, "हिन्दी", 201) is None  # FTS5 folds it: left to FTS5
+
+
+@pytest.mark.usefixtures("optimised")
+def test_rows_with_only_common_words_fill_the_answer_as_the_spec_query_does() -> None:
+    # "nowhere" is in no row; the spec's query still answers with rows holding "the".
+    rows = ["the filler text here"] * 44 + ["zork a b c"] * 6
+    conn = connect(rows)
+    vocabulary = Vocabulary()
+    vocabulary.scan(conn)
+    ranking = rank(conn, ["the", "nowhere"], 3, vocabulary)
+    assert len(ranking.rows) == 3
+    assert ranking.rows == naive(conn, ["the", "nowhere"], 3)

@@ -9,6 +9,8 @@ the first two never change its answer, the third is a bet the benchmark measures
    that matches another term past one that does not, so it leaves the MATCH ("common").
    What it still decides is the order of rows whose other scores tie; when such a tie
    straddles the k-th place, the tied rows are scored again in full (`_rescore`).
+   When fewer than k rows hold any other term, the rows holding only common words fill
+   the answer, and only the spec's query itself finds them.
 2. A row's score is a sum over the query's phrases, and a phrase that a row lacks adds
    nothing. So `(S) AND (O)` plus `(S) NOT (O)` scores every row holding a term of S
    exactly as the whole query would, while bm25 only runs for those rows: S are the
@@ -233,6 +235,10 @@ def rank(conn: Connection, terms: list[str], k: int, vocabulary: Vocabulary) -> 
         ranked = _top(conn, match_string(kept), limit)
     if len(ranked) < k and selective and others:
         ranked, plan, exact = _top(conn, match_string(kept), limit), "without common words", True
+    if len(ranked) < k and common:
+        # Fewer than k rows hold another term: rows holding only common words come next
+        # (they still match the spec's query), and only the spec's query finds them.
+        return Ranking(naive(conn, terms, k), "naive", exact=True, marked=terms, indexed=rows)
     if common and _tied_at(ranked, k, 2.2e-6 * len(common)):
         rescored = _rescore(conn, ranked, terms, rows, tokens)
         if rescored is not None:
