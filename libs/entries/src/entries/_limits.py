@@ -6,8 +6,17 @@ from proto import MEMORY_LIMIT, SOUL_LIMIT, USER_LIMIT, MemoryFile
 
 __all__ = ["MEMORY_LIMIT", "SOUL_LIMIT", "USER_LIMIT", "file_name", "limit_for"]
 
-_NAMES: dict[str, str] = {"memory": "memory.md", "user": "user.md"}
-_LIMITS: dict[str, int] = {"memory": MEMORY_LIMIT, "user": USER_LIMIT}
+_FILES: dict[str, tuple[str, int]] = {
+    "memory": ("memory.md", MEMORY_LIMIT),
+    "user": ("user.md", USER_LIMIT),
+}
+
+
+def _file(file: MemoryFile) -> tuple[str, int]:
+    try:
+        return _FILES[file]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown memory file {file!r}: expected 'memory' or 'user'") from None
 
 
 def file_name(file: MemoryFile) -> str:
@@ -16,10 +25,7 @@ def file_name(file: MemoryFile) -> str:
     Raises:
         ValueError: `file` is neither "memory" nor "user" (a programming error).
     """
-    try:
-        return _NAMES[file]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown memory file {file!r}: expected 'memory' or 'user'") from None
+    return _file(file)[0]
 
 
 def limit_for(file: MemoryFile) -> int:
@@ -28,7 +34,4 @@ def limit_for(file: MemoryFile) -> int:
     Raises:
         ValueError: `file` is neither "memory" nor "user" (a programming error).
     """
-    try:
-        return _LIMITS[file]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown memory file {file!r}: expected 'memory' or 'user'") from None
+    return _file(file)[1]

@@ -26,10 +26,8 @@ __all__ = ["Arguments", "ArgumentsRefused", "check_tool_name", "parse_arguments"
 _TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
-class ArgumentsRefused(ValueError):
-    """Arguments that are not JSON, or not of the tool's shape; the message says why."""
-
-    code = "bad-arguments"
+ArgumentsRefused = proto.ToolArgsError
+"""Arguments that are not JSON, or not of the tool's shape; the message says why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,23 +89,8 @@ def _canonical(tool: str, value: dict[str, Any]) -> str:
         raise ArgumentsRefused(f"{tool} arguments contain a lone surrogate") from None
 
 
-def _parse_with(tool: str) -> Callable[[str], object]:
-    spec = proto.TOOLS[tool]
-
-    def parse(text: str) -> object:
-        try:
-            return spec.parse(text)
-        except proto.ToolArgsError as exc:
-            raise ArgumentsRefused(str(exc)) from None
-
-    return parse
-
-
 def _parse_memory(text: str) -> object:
-    try:
-        args = proto.parse_memory_args(text)
-    except proto.ToolArgsError as exc:
-        raise ArgumentsRefused(str(exc)) from None
+    args = proto.parse_memory_args(text)
     _check_memory_lengths(args)
     return args
 
@@ -132,9 +115,9 @@ def _check_memory_lengths(args: proto.MemoryArgs) -> None:
 
 
 _PARSERS: dict[str, Callable[[str], object]] = {
-    "recall": _parse_with("recall"),
+    "recall": proto.TOOLS["recall"].parse,
     "memory": _parse_memory,
-    **{spec.name: _parse_with(spec.name) for spec in proto.LOCAL_TOOLS},
+    **{spec.name: spec.parse for spec in proto.LOCAL_TOOLS},
 }
 
 

@@ -175,5 +175,5 @@ class Loopd:
                 text = await run_turn(session, request.text, self._context, emit)
             except TurnError as exc:
                 log.warning("turn in %s ended: %s", session_id, exc.message)
-                raise ServiceError(exc.code, exc.message, runbook=exc.runbook) from None
+                raise  # a ServiceError: the chat client gets its error frame
         return TurnDone(text=text)

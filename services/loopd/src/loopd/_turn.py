@@ -52,14 +52,8 @@ SESSION_UPDATED_DEADLINE_S = 5.0
 CHARS_PER_TOKEN = 3  # a cautious estimate where the server has not counted yet
 
 
-class TurnError(Exception):
-    """A turn that could not finish; `code` and the sentence go to the chat client."""
-
-    def __init__(self, code: str, message: str, runbook: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.runbook = runbook
+class TurnError(proto.ServiceError):
+    """A turn that could not finish; the chat client gets its code, sentence and runbook."""
 
 
 class SessionFull(TurnError):
