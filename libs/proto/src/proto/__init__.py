@@ -51,6 +51,12 @@ from ._jsonl import MAX_LINE_BYTES as MAX_LINE_BYTES
 from ._jsonl import JsonLines as JsonLines
 from ._jsonl import Line as Line
 from ._jsonl import Read as Read
+from ._keys import KEY_BYTES as KEY_BYTES
+from ._keys import KeyUnusable as KeyUnusable
+from ._keys import approval_token as approval_token
+from ._keys import ensure_key as ensure_key
+from ._keys import read_key as read_key
+from ._keys import sign as sign
 from ._label import Class as Class
 from ._label import Label as Label
 from ._main import serve_main as serve_main

@@ -141,13 +141,16 @@ class SessionUpdated(Message, frozen=True, kw_only=True, tag="session_updated"):
 class ToolRequest(Message, frozen=True, kw_only=True, tag="tool_request"):
     """Run one tool call; `taint` is the session's label so far.
 
-    `approval` is set by brokerd on a call the owner approved, and null otherwise.
+    `approval` is set by brokerd on a call the owner approved, and null otherwise; `token`
+    proves it to memoryd.
     """
 
     session: SessionId
     call: ToolCall
     taint: Label = msgspec.field(default_factory=Label)
     approval: str | None = None
+    token: str | None = None
+    """brokerd's HMAC binding `approval` to this exact call (`proto.approval_token`)."""
 
 
 class ToolResponse(Message, frozen=True, kw_only=True, tag="tool_response"):
