@@ -66,6 +66,20 @@ class MemorydSockets(ConfigSection, frozen=True, kw_only=True):
     read_timeout_s: PositiveSeconds = 10.0
 
 
+class MemorydKeys(ConfigSection, frozen=True, kw_only=True):
+    """`[keys]`: the approval key brokerd signs approved calls with (default under home)."""
+
+    approval: str | None = None
+
+
+class MemorydPeers(ConfigSection, frozen=True, kw_only=True):
+    """`[peers]`: the users allowed on each socket besides memoryd's own (and root)."""
+
+    loop: list[str] = msgspec.field(default_factory=list)
+    broker: list[str] = msgspec.field(default_factory=list)
+    admin: list[str] = msgspec.field(default_factory=list)
+
+
 class MemorydConfig(ConfigSection, frozen=True, kw_only=True):
     """The whole of memoryd.toml."""
 
@@ -73,6 +87,8 @@ class MemorydConfig(ConfigSection, frozen=True, kw_only=True):
     memory: MemorydMemory = msgspec.field(default_factory=MemorydMemory)
     index: MemorydIndex = msgspec.field(default_factory=MemorydIndex)
     sockets: MemorydSockets = msgspec.field(default_factory=MemorydSockets)
+    keys: MemorydKeys = msgspec.field(default_factory=MemorydKeys)
+    peers: MemorydPeers = msgspec.field(default_factory=MemorydPeers)
 
 
 # -- brokerd.toml (ARCHITECTURE §5) ----------------------------------------------------
@@ -105,6 +121,20 @@ class BrokerdSockets(ConfigSection, frozen=True, kw_only=True):
     read_timeout_s: PositiveSeconds = 10.0
 
 
+class BrokerdKeys(ConfigSection, frozen=True, kw_only=True):
+    """`[keys]`: the approval key (shared with memoryd) and the audit key (brokerd's own)."""
+
+    approval: str | None = None
+    audit: str | None = None
+
+
+class BrokerdPeers(ConfigSection, frozen=True, kw_only=True):
+    """`[peers]`: the users allowed on each socket besides brokerd's own (and root)."""
+
+    loop: list[str] = msgspec.field(default_factory=list)
+    admin: list[str] = msgspec.field(default_factory=list)
+
+
 class BrokerdConfig(ConfigSection, frozen=True, kw_only=True):
     """The whole of brokerd.toml."""
 
@@ -113,6 +143,8 @@ class BrokerdConfig(ConfigSection, frozen=True, kw_only=True):
     runtime: BrokerdRuntime = msgspec.field(default_factory=BrokerdRuntime)
     approvals: BrokerdApprovals = msgspec.field(default_factory=BrokerdApprovals)
     sockets: BrokerdSockets = msgspec.field(default_factory=BrokerdSockets)
+    keys: BrokerdKeys = msgspec.field(default_factory=BrokerdKeys)
+    peers: BrokerdPeers = msgspec.field(default_factory=BrokerdPeers)
 
 
 # -- loopd.toml (ARCHITECTURE §4, §9) --------------------------------------------------
@@ -163,6 +195,12 @@ class LoopdSockets(ConfigSection, frozen=True, kw_only=True):
     read_timeout_s: PositiveSeconds = 10.0
 
 
+class LoopdPeers(ConfigSection, frozen=True, kw_only=True):
+    """`[peers]`: the users allowed on the chat socket besides loopd's own (and root)."""
+
+    chat: list[str] = msgspec.field(default_factory=list)
+
+
 class LoopdConfig(ConfigSection, frozen=True, kw_only=True):
     """The whole of loopd.toml."""
 
@@ -172,3 +210,4 @@ class LoopdConfig(ConfigSection, frozen=True, kw_only=True):
     broker: LoopdBroker = msgspec.field(default_factory=LoopdBroker)
     prompt: LoopdPrompt = msgspec.field(default_factory=LoopdPrompt)
     sockets: LoopdSockets = msgspec.field(default_factory=LoopdSockets)
+    peers: LoopdPeers = msgspec.field(default_factory=LoopdPeers)
