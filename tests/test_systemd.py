@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import proto
+
 UNITS = Path(__file__).resolve().parents[1] / "config" / "systemd"
 ROLES = ("memoryd", "brokerd", "loopd")
 
@@ -25,11 +27,13 @@ def unit(role: str) -> configparser.ConfigParser:
 def test_each_role_has_a_hardened_notify_unit(role: str) -> None:
     service = unit(role)["Service"]
     assert service["Type"] == "notify"
-    assert service["User"] == "boxmaker"
+    assert service["User"] == f"boxmaker-{role}"  # each role its own user
     assert service["RuntimeDirectory"] == f"boxmaker-{role}"
     assert service["NoNewPrivileges"] == "yes"
     assert service["ProtectSystem"] == "strict"
-    assert service["UMask"] == "0077"
+    assert service["UMask"] in ("0077", "0027")  # 0027: the group may read what it is given
+    assert service["CapabilityBoundingSet"] == ""
+    assert service["RestrictSUIDSGID"] == "yes"
     assert service["ExecStart"].endswith(
         f"/{role} serve --config /var/lib/boxmaker/config/{role}.toml"
     )
@@ -69,3 +73,83 @@ def test_systemd_analyze_verifies_the_units(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "boxmaker" not in done.stderr, done.stderr
+
+
+def tmpfiles() -> dict[str, tuple[str, str, str]]:
+    """The directories boxmaker.tmpfiles makes: path -> (mode, user, group)."""
+    made = {}
+    for line in (UNITS / "boxmaker.tmpfiles").read_text().splitlines():
+        if line.startswith("d "):
+            _, path, mode, user, group, _ = line.split()
+            made[path] = (mode, user, group)
+    return made
+
+
+def sysusers() -> tuple[set[str], set[str], set[tuple[str, str]]]:
+    """The users, groups (own ones included) and memberships boxmaker.sysusers makes."""
+    users, groups, members = set(), set(), set()
+    for line in (UNITS / "boxmaker.sysusers").read_text().splitlines():
+        kind, *rest = line.split() or ["#"]
+        if kind == "u":
+            users.add(rest[0])
+            groups.add(rest[0])
+        elif kind == "g":
+            groups.add(rest[0])
+        elif kind == "m":
+            members.add((rest[0], rest[1]))
+    return users, groups, members
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_directory_a_role_writes_is_made_for_it(role: str) -> None:
+    made = tmpfiles()
+    service = unit(role)["Service"]
+    for path in service["ReadWritePaths"].split():
+        assert made[path][1] == service["User"], path
+
+
+def test_each_socket_directory_is_given_to_its_one_peer_group() -> None:
+    made = tmpfiles()
+    users, groups, _ = sysusers()
+    for spec in proto.SOCKETS:
+        mode, owner, group = made[f"/var/lib/boxmaker/{spec.relative_path.rsplit('/', 1)[0]}"]
+        assert owner == f"boxmaker-{spec.server}", spec.name
+        peer = "boxmaker-owner" if spec.peer == "bxctl" else f"boxmaker-{spec.peer}"
+        assert group == peer, spec.name
+        assert mode == "2750", spec.name  # the peer's group may connect; nobody else
+        assert owner in users
+        assert group in groups
+
+
+def test_memoryd_reads_sessions_and_the_approval_key_as_a_group_member() -> None:
+    made = tmpfiles()
+    _, _, members = sysusers()
+    assert made["/var/lib/boxmaker/sessions"] == ("2750", "boxmaker-loopd", "boxmaker-sessions")
+    assert made["/var/lib/boxmaker/keys"] == ("2750", "boxmaker-brokerd", "boxmaker-approval")
+    assert {
+        ("boxmaker-memoryd", "boxmaker-sessions"),
+        ("boxmaker-memoryd", "boxmaker-approval"),
+    } <= members
+    memoryd = unit("memoryd")["Service"]
+    assert set(memoryd["SupplementaryGroups"].split()) == {"boxmaker-sessions", "boxmaker-approval"}
+    assert made["/var/lib/boxmaker/memory"][0] == "0700"  # nobody else reads memory/
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+@pytest.mark.parametrize("role", ROLES)
+def test_every_unit_is_exposed_ok_or_better(role: str) -> None:
+    # systemd rates exposure 0-10: below 5 is "OK" (below 2 "SAFE"); --threshold fails above.
+    done = subprocess.run(
+        [
+            "systemd-analyze",
+            "security",
+            "--offline=yes",
+            "--threshold=49",
+            str(UNITS / f"boxmaker-{role}.service"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    print(done.stdout.strip().splitlines()[-1])

@@ -47,7 +47,7 @@ def after(state: tuple[str, ...]) -> entries.EditOutcome:
 
 
 def child(memory: MemoryDir) -> None:
-    applier = EditApplier(memory)
+    applier = EditApplier(memory, bytes(32))
     n = 0
     while True:
         state = memory.read_entries("memory")

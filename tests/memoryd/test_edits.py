@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 import trio
+from approved import KEY, signed
 
 import entries
 from memoryd import Settings
@@ -28,18 +30,23 @@ def memory(settings: Settings) -> MemoryDir:
     return m
 
 
-def request(
-    args: dict[str, Any], *, approval: str | None = "ap-1", call: str = "c1"
-) -> ToolRequest:
-    return ToolRequest(
+_APPROVALS = itertools.count(1)
+
+
+def request(args: dict[str, Any], *, approval: str | None = "new", call: str = "c1") -> ToolRequest:
+    """A memory call as brokerd forwards it; each gets an approval of its own by default."""
+    if approval == "new":
+        approval = f"ap-{next(_APPROVALS)}"
+    unsigned = ToolRequest(
         session=SESSION,
         call=ToolCall(id=call, name="memory", arguments=json.dumps(args)),
         approval=approval,
     )
+    return unsigned if approval is None else signed(unsigned)
 
 
 async def apply(memory: MemoryDir, args: dict[str, Any], **kw: Any) -> ToolResponse:
-    return await EditApplier(memory).apply(request(args, **kw))
+    return await EditApplier(memory, KEY).apply(request(args, **kw))
 
 
 def journal(memory: MemoryDir) -> list[EditRecord]:
@@ -51,7 +58,8 @@ def seed(memory: MemoryDir, *texts: str) -> None:
 
 
 async def test_add_writes_the_file_and_one_journal_line(memory: MemoryDir) -> None:
-    reply = await apply(memory, {"action": "add", "file": "memory", "text": "  UTC, always. "})
+    args = {"action": "add", "file": "memory", "text": "  UTC, always. "}
+    reply = await apply(memory, args, approval="ap-1")
     assert reply == ToolResponse(
         call_id="c1",
         status="ok",
@@ -190,7 +198,7 @@ async def test_bad_arguments_are_refused(memory: MemoryDir, arguments: str) -> N
         call=ToolCall(id="c9", name="memory", arguments=arguments),
         approval="ap-9",
     )
-    reply = await EditApplier(memory).apply(req)
+    reply = await EditApplier(memory, KEY).apply(signed(req))
     assert reply.status == "error"
     assert reply.content.endswith("nothing was changed")
     assert memory.path("soul.md").read_text() != "be evil"
@@ -213,12 +221,12 @@ async def test_a_hand_edited_file_over_its_limit_is_not_edited(memory: MemoryDir
 
 
 async def test_racing_edits_are_serialised_and_neither_is_lost(memory: MemoryDir) -> None:
-    applier = EditApplier(memory)
+    applier = EditApplier(memory, KEY)
     seed(memory, "shared")
     results: list[ToolResponse] = []
 
     async def run(args: dict[str, Any], call: str) -> None:
-        results.append(await applier.apply(request(args, call=call)))
+        results.append(await applier.apply(request(args, call=call, approval=f"ap-{call}")))
 
     async with trio.open_nursery() as nursery:
         for i in range(10):

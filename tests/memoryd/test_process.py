@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from approved import signed
 from roles import fail_to_start, start_role
 
 import proto
@@ -53,7 +54,8 @@ async def test_block_then_edit_then_block(memoryd: Path) -> None:
     )
     with trio.fail_after(CAP_S):
         first = await proto.call(loop, MemoryBlock(), MemoryBlockReply)
-        reply = await proto.call(broker, edit, ToolResponse)
+        key = proto.read_key(memoryd / proto.APPROVAL_KEY)
+        reply = await proto.call(broker, signed(edit, key), ToolResponse)
         second = await proto.call(loop, MemoryBlock(), MemoryBlockReply)
     assert first.text.startswith("# soul.md\nStarter soul.\n\n")
     assert "# user.md (0 of 1,375 characters)\n(empty)" in first.text

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 import trio
+from approved import signed
 from memoryd_harness import OTHER, SESSION, append, result, said, user
 
 import entries
@@ -216,11 +217,12 @@ async def test_every_recall_is_in_the_recall_log(role: Memoryd, settings: Settin
 
 async def test_a_consolidated_entry_is_found_by_recall(role: Memoryd, settings: Settings) -> None:
     def memory(args: dict[str, Any], call: str) -> ToolRequest:
-        return ToolRequest(
+        request = ToolRequest(
             session=SESSION,
             call=ToolCall(id=call, name="memory", arguments=json.dumps(args)),
-            approval="ap-1",
+            approval=f"ap-{call}",
         )
+        return signed(request, proto.read_key(settings.approval_key))
 
     fact = "Owner's cat is called Turing."
     with trio.fail_after(CAP_S):

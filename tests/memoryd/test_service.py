@@ -10,6 +10,7 @@ import socket
 import inmemory
 import pytest
 import trio
+from approved import signed
 
 import proto
 from memoryd import Memoryd, Settings
@@ -69,7 +70,10 @@ async def test_block_edit_block(role: Memoryd) -> None:
     with trio.fail_after(CAP_S):
         before = await inmemory.call(LOOP_MEMORY, loop, MemoryBlock(), MemoryBlockReply)
         reply = await inmemory.call(
-            BROKER_MEMORY, broker, memory_call("UTC, always."), ToolResponse
+            BROKER_MEMORY,
+            broker,
+            signed(memory_call("UTC, always."), proto.read_key(role.settings.approval_key)),
+            ToolResponse,
         )
         after = await inmemory.call(LOOP_MEMORY, loop, MemoryBlock(), MemoryBlockReply)
         history = await inmemory.call(OWNER_MEMORY, admin, MemoryHistory(), MemoryHistoryReply)

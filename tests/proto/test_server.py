@@ -273,3 +273,20 @@ async def test_an_existing_directory_keeps_its_mode(nursery: trio.Nursery, short
         await _start(nursery, short_dir / "m.sock")
     assert stat.S_IMODE(os.stat(short_dir).st_mode) == 0o1777
     assert stat.S_IMODE(os.stat(short_dir / "m.sock").st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    ("directory", "socket"),
+    [
+        (0o700, 0o600),
+        (0o750, 0o660),
+        (0o2750, 0o660),
+        (0o770, 0o660),
+        (0o755, 0o600),
+        (0o1777, 0o600),
+    ],
+)
+def test_a_socket_is_open_to_the_group_only_of_a_directory_given_to_a_group(
+    directory: int, socket: int
+) -> None:
+    assert proto._server.socket_mode(directory) == socket

@@ -23,6 +23,8 @@ from ._config import ConfigSection as ConfigSection
 from ._config import PathsSection as PathsSection
 from ._config import StartFailed as StartFailed
 from ._config import config_home as config_home
+from ._config import home_path as home_path
+from ._config import peers_of as peers_of
 from ._config import read_config as read_config
 from ._config import socket_path as socket_path
 from ._configs import EMBEDDED as EMBEDDED
@@ -39,6 +41,8 @@ from ._connection import Peer as Peer
 from ._connection import ServiceError as ServiceError
 from ._connection import serve_stream as serve_stream
 from ._durable import append_line as append_line
+from ._durable import dir_mode as dir_mode
+from ._durable import file_mode as file_mode
 from ._durable import fsync_dir as fsync_dir
 from ._durable import write_atomically as write_atomically
 from ._escape import escape as escape
@@ -51,6 +55,8 @@ from ._jsonl import MAX_LINE_BYTES as MAX_LINE_BYTES
 from ._jsonl import JsonLines as JsonLines
 from ._jsonl import Line as Line
 from ._jsonl import Read as Read
+from ._keys import APPROVAL_KEY as APPROVAL_KEY
+from ._keys import AUDIT_KEY as AUDIT_KEY
 from ._keys import KEY_BYTES as KEY_BYTES
 from ._keys import KeyUnusable as KeyUnusable
 from ._keys import approval_token as approval_token
@@ -80,6 +86,7 @@ from ._role import setup_logging as setup_logging
 from ._role import watch_signals as watch_signals
 from ._server import SocketPathError as SocketPathError
 from ._server import claim_socket_path as claim_socket_path
+from ._server import resolve_peers as resolve_peers
 from ._server import serve_unix as serve_unix
 from ._session import BASELINE_FILE as BASELINE_FILE
 from ._session import LOG_FILE as LOG_FILE

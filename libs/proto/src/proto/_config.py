@@ -8,6 +8,7 @@ from typing import TypeVar
 import msgspec
 
 from ._role import resolve_home
+from ._server import resolve_peers
 from ._sockets import Socket
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "PathsSection",
     "StartFailed",
     "config_home",
+    "home_path",
+    "peers_of",
     "read_config",
     "socket_path",
 ]
@@ -57,6 +60,19 @@ def config_home(configured: str | None, config_dir: Path) -> Path:
     """`[paths] home` resolved: `resolve_home`, and a relative path is next to the config."""
     home = resolve_home(configured)
     return home if home.is_absolute() else (config_dir / home).resolve()
+
+
+def home_path(configured: str | None, default: str, home: Path) -> Path:
+    """A configured path (`~` expanded), or `default` under the home."""
+    return Path(configured).expanduser() if configured else home / default
+
+
+def peers_of(names: list[str], key: str) -> frozenset[int]:
+    """The uids of a `[peers]` list; `ConfigError` naming the key for an unknown user."""
+    try:
+        return resolve_peers(names)
+    except ValueError as exc:
+        raise ConfigError(f"[peers] {key}: {exc}") from None
 
 
 def socket_path(configured: str | None, spec: Socket, home: Path) -> Path:

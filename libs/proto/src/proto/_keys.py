@@ -20,9 +20,25 @@ import secrets
 import stat
 from pathlib import Path
 
-__all__ = ["KEY_BYTES", "KeyUnusable", "approval_token", "ensure_key", "read_key", "sign"]
+from ._durable import file_mode
+
+__all__ = [
+    "APPROVAL_KEY",
+    "AUDIT_KEY",
+    "KEY_BYTES",
+    "KeyUnusable",
+    "approval_token",
+    "ensure_key",
+    "read_key",
+    "sign",
+]
 
 KEY_BYTES = 32
+
+APPROVAL_KEY = "keys/approval.key"
+"""The approval key's default path under the home."""
+AUDIT_KEY = "keys/audit.key"
+"""The audit key's default path under the home."""
 
 
 class KeyUnusable(Exception):
@@ -49,13 +65,19 @@ def read_key(path: Path) -> bytes:
     return key
 
 
-def ensure_key(path: Path) -> bytes:
-    """The key in `path`, created (0600, random) when missing; never overwritten."""
+def ensure_key(path: Path, *, shared: bool = False) -> bytes:
+    """The key in `path`, created (random) when missing; never overwritten.
+
+    A new key is 0600; a `shared` one (the approval key, which memoryd reads too) is 0640
+    in a directory the installer gave to a group (`file_mode`).
+    """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = file_mode(path.parent) if shared else 0o600
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     except FileExistsError:
         return read_key(path)
+    os.fchmod(fd, mode)
     with os.fdopen(fd, "w", encoding="ascii") as f:
         f.write(secrets.token_hex(KEY_BYTES) + "\n")
         f.flush()

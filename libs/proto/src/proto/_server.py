@@ -2,7 +2,8 @@
 
 `serve_unix` claims the path carefully (a non-socket file or a live socket is refused,
 only a stale socket is removed), binds with the directory at 0700 and the socket at
-0600, and checks each peer's uid (SO_PEERCRED) before reading a byte; then
+0600 (0660 in a directory the installer gave to a peer's group), and checks each peer's
+uid (SO_PEERCRED) against the allowed ones before reading a byte; then
 `serve_stream` answers the connection's one request. Whatever the handler does, the
 server keeps serving. On shutdown it stops accepting, gives in-flight requests
 `grace_s` to finish, and unlinks only the socket it created.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pwd
 import socket as stdlib_socket
 import stat
 import struct
@@ -23,9 +25,10 @@ import trio
 
 from ._codec import MAX_FRAME
 from ._connection import Handler, Peer, serve_stream
+from ._durable import given_to_group
 from ._sockets import MAX_SOCKET_PATH_BYTES, Socket
 
-__all__ = ["SocketPathError", "claim_socket_path", "serve_unix"]
+__all__ = ["SocketPathError", "claim_socket_path", "resolve_peers", "serve_unix", "socket_mode"]
 
 log = logging.getLogger("proto.server")
 
@@ -61,23 +64,46 @@ def claim_socket_path(path: Path) -> None:
     raise SocketPathError(f"{path} is served by a live process; is another instance running?")
 
 
-def _make_private_dir(directory: Path) -> None:
+def _make_private_dir(directory: Path) -> int:
     """Create the socket's directory at 0700; an existing one is used as it is.
 
     An existing directory is never chmodded: it may be shared (a socket configured
-    straight into /tmp must not make /tmp private). The socket itself is 0600 and the
-    peer's uid is checked, so a looser directory is logged, not fatal.
+    straight into /tmp must not make /tmp private), or made by the installer for a peer
+    that runs as another user (group access, docs/install.md). The peer's uid is checked,
+    so a looser directory is logged, not fatal. Returns the directory's mode.
     """
-    try:
+    with contextlib.suppress(FileExistsError):
         directory.mkdir(mode=0o700, parents=True)
-    except FileExistsError:
-        st = directory.stat()
-        if not stat.S_ISDIR(st.st_mode):
-            raise SocketPathError(f"{directory} is not a directory") from None
-        if stat.S_IMODE(st.st_mode) & 0o077:
-            log.warning(
-                "socket directory %s is mode %o, not 0700", directory, stat.S_IMODE(st.st_mode)
-            )
+    st = directory.stat()
+    if not stat.S_ISDIR(st.st_mode):
+        raise SocketPathError(f"{directory} is not a directory")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o007:
+        log.warning("socket directory %s is mode %o: open to every user", directory, mode)
+    return mode
+
+
+def socket_mode(directory_mode: int) -> int:
+    """0600; 0660 where the installer gave the directory to a peer's group, and only it."""
+    return 0o660 if given_to_group(directory_mode) else 0o600
+
+
+def resolve_peers(names: list[str]) -> frozenset[int]:
+    """The uids of `names`: user names, or uids written as numbers.
+
+    Raises:
+        ValueError: a name that is no user on this machine.
+    """
+    uids = set()
+    for name in names:
+        if name.isdigit():
+            uids.add(int(name))
+            continue
+        try:
+            uids.add(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            raise ValueError(f"no user {name!r} on this machine") from None
+    return frozenset(uids)
 
 
 async def serve_unix(
@@ -89,19 +115,23 @@ async def serve_unix(
     read_timeout_s: float = 10.0,
     grace_s: float = 5.0,
     max_frame_bytes: int = MAX_FRAME,
+    peers: frozenset[int] = frozenset(),
     task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `spec`'s kinds on `path` until `shutdown` is set, then drain.
 
+    A connection is served only when its peer runs as this process's user, as root, or as
+    one of `peers` (uids); any other is closed before a byte is read, and logged.
+
     Supports `nursery.start`: it reports the path once the socket accepts connections.
     """
     # Start-up only: a few blocking calls on the local file system, before any request.
-    _make_private_dir(path.parent)
+    directory_mode = _make_private_dir(path.parent)
     claim_socket_path(path)
     sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
     try:
         await sock.bind(os.fspath(path))
-        os.chmod(path, 0o600)  # the 0700 directory is the real fence
+        os.chmod(path, socket_mode(directory_mode))  # the directory is the outer fence
         sock.listen(128)
         inode = path.stat().st_ino  # noqa: ASYNC240
     except BaseException:
@@ -114,6 +144,7 @@ async def serve_unix(
         handler,
         read_timeout_s=read_timeout_s,
         max_frame_bytes=max_frame_bytes,
+        allowed=frozenset({os.geteuid(), 0}) | peers,
     )
     log.info("serving %s on %s", spec.name, path)
     try:
@@ -152,10 +183,11 @@ async def _serve_connection(
     *,
     read_timeout_s: float,
     max_frame_bytes: int,
+    allowed: frozenset[int],
 ) -> None:
     async with stream:
         pid, uid = _peer_credentials(stream)
-        if uid not in (os.geteuid(), 0):
+        if uid not in allowed:
             log.warning("%s: refused a connection from uid %d (pid %d)", spec.name, uid, pid)
             return
         await serve_stream(

@@ -31,6 +31,7 @@ class Settings:
     broker_socket: Path
     chat_socket: Path
     read_timeout_s: float
+    chat_peers: frozenset[int] = frozenset()
 
     @property
     def sessions_dir(self) -> Path:
@@ -75,4 +76,5 @@ def resolve(config: proto.LoopdConfig, *, config_dir: Path) -> Settings:
         broker_socket=socket(config.broker.socket, proto.LOOP_BROKER),
         chat_socket=socket(config.sockets.chat, proto.OWNER_LOOP),
         read_timeout_s=config.sockets.read_timeout_s,
+        chat_peers=proto.peers_of(config.peers.chat, "chat"),
     )

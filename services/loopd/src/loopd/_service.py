@@ -64,6 +64,7 @@ class Loopd:
                 shutdown=shutdown,
                 read_timeout_s=s.read_timeout_s,
                 grace_s=30.0,
+                peers=s.chat_peers,
             )
         )
         work.start_soon(self._close_model_on, shutdown)

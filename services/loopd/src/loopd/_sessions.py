@@ -83,10 +83,18 @@ class SessionStore:
         """Write a new session's directory, baseline and empty log; refuse an existing one."""
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory = self.directory(session)
-        directory.mkdir(mode=0o700)  # FileExistsError: the caller checked; a race lost
+        mode = proto.dir_mode(self.root)  # group-readable where memoryd reads as a group
+        directory.mkdir(mode=mode)  # FileExistsError: the caller checked; a race lost
+        made = directory.stat().st_mode
+        if stat.S_IMODE(made) & 0o777 != mode:  # a umask cut it; keep the inherited setgid
+            os.chmod(directory, mode | (made & stat.S_ISGID))
         proto.write_atomically(directory / proto.BASELINE_FILE, _encoder.encode(baseline))
         log_path = directory / proto.LOG_FILE
-        os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        file_mode = proto.file_mode(directory)
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode)
+        if stat.S_IMODE(os.fstat(fd).st_mode) != file_mode:
+            os.fchmod(fd, file_mode)
+        os.close(fd)
         proto.fsync_dir(directory)
         proto.fsync_dir(self.root)
         return Session(session, directory, baseline, [])

@@ -25,6 +25,10 @@ class Settings:
     broker_socket: Path
     admin_socket: Path
     read_timeout_s: float
+    approval_key: Path
+    loop_peers: frozenset[int] = frozenset()
+    broker_peers: frozenset[int] = frozenset()
+    admin_peers: frozenset[int] = frozenset()
 
     @property
     def memory_dir(self) -> Path:
@@ -63,4 +67,8 @@ def resolve(config: MemorydConfig, *, config_dir: Path) -> Settings:
         broker_socket=socket(config.sockets.broker, proto.BROKER_MEMORY),
         admin_socket=socket(config.sockets.admin, proto.OWNER_MEMORY),
         read_timeout_s=config.sockets.read_timeout_s,
+        approval_key=proto.home_path(config.keys.approval, proto.APPROVAL_KEY, home),
+        loop_peers=proto.peers_of(config.peers.loop, "loop"),
+        broker_peers=proto.peers_of(config.peers.broker, "broker"),
+        admin_peers=proto.peers_of(config.peers.admin, "admin"),
     )

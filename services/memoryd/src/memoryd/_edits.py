@@ -10,6 +10,7 @@ edit that did not happen). A failed write undoes the archive append.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 from typing import Literal
@@ -41,11 +42,20 @@ def _response(request: ToolRequest, status: Literal["ok", "error"], content: str
 
 
 class EditApplier:
-    """Applies `memory` tool calls one at a time, re-reading the file each time."""
+    """Applies `memory` tool calls one at a time, re-reading the file each time.
 
-    def __init__(self, memory: MemoryDir) -> None:
+    A call is applied only with brokerd's proof that the owner approved exactly it: an
+    approval id, and a token that is the HMAC of that id, the session, the call id, the
+    tool and the exact arguments under the approval key (`proto.approval_token`), which
+    only brokerd and memoryd can read. A missing, forged or mismatched token is refused
+    and logged, and so is an approval used before (in this run, or in the edit journal).
+    """
+
+    def __init__(self, memory: MemoryDir, approval_key: bytes) -> None:
         self._memory = memory
+        self._key = approval_key
         self._lock = trio.Lock()
+        self._used: set[str] | None = None
 
     async def apply(self, request: ToolRequest) -> ToolResponse:
         """Apply one approved `memory` call; the reply's content is the sentence for the model."""
@@ -61,8 +71,50 @@ class EditApplier:
                 "nothing was changed",
             )
         async with self._lock:
+            refusal = await trio.to_thread.run_sync(self._check_approval, request)
+            if refusal is not None:
+                return _response(request, "error", f"{refusal}; nothing was changed")
             # Not cancellable once started: a half-applied edit is worse than a late reply.
             return await trio.to_thread.run_sync(self.apply_now, request, args)
+
+    def _check_approval(self, request: ToolRequest) -> str | None:
+        """Why the call's approval cannot be trusted, or None; a trusted one is used up."""
+        approval = request.approval
+        assert approval is not None
+        expected = proto.approval_token(
+            self._key,
+            approval=approval,
+            session=request.session,
+            call=request.call.id,
+            tool=request.call.name,
+            arguments=request.call.arguments,
+        )
+        if request.token is None or not hmac.compare_digest(expected, request.token):
+            why = (
+                "carries no token"
+                if request.token is None
+                else "has a token that is not brokerd's for this exact call"
+            )
+            log.warning(
+                "refused memory call %r in session %s: approval %r %s",
+                request.call.id,
+                request.session,
+                approval,
+                why,
+            )
+            return f"the approval {approval!r} could not be verified (it {why})"
+        if self._used is None:
+            self._used = {e.approval for e in read_history(self._memory, None) if e.approval}
+        if approval in self._used:
+            log.warning(
+                "refused memory call %r in session %s: approval %r was used before",
+                request.call.id,
+                request.session,
+                approval,
+            )
+            return f"the approval {approval!r} was used before"
+        self._used.add(approval)
+        return None
 
     def apply_now(self, request: ToolRequest, args: MemoryArgs) -> ToolResponse:
         """Apply one parsed edit, blocking; the caller holds the one-writer lock."""

@@ -48,7 +48,11 @@ class Memoryd:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.memory = MemoryDir(settings.memory_dir)
-        self.edits = EditApplier(self.memory)
+        try:
+            approval_key = proto.ensure_key(settings.approval_key, shared=True)
+        except (proto.KeyUnusable, OSError) as exc:
+            raise proto.StartFailed(str(exc)) from exc
+        self.edits = EditApplier(self.memory, approval_key)
         self.index = Index(
             settings.index_dir,
             Sources(
@@ -68,12 +72,12 @@ class Memoryd:
         ensure_private_dir(s.index_dir)
         work.start_soon(self.index.run, shutdown)
         serve = partial(proto.serve_unix, shutdown=shutdown, read_timeout_s=s.read_timeout_s)
-        for spec, path, handler in (
-            (proto.LOOP_MEMORY, s.loop_socket, self.handle_loop),
-            (proto.BROKER_MEMORY, s.broker_socket, self.handle_broker),
-            (proto.OWNER_MEMORY, s.admin_socket, self.handle_admin),
+        for spec, path, handler, peers in (
+            (proto.LOOP_MEMORY, s.loop_socket, self.handle_loop, s.loop_peers),
+            (proto.BROKER_MEMORY, s.broker_socket, self.handle_broker, s.broker_peers),
+            (proto.OWNER_MEMORY, s.admin_socket, self.handle_admin, s.admin_peers),
         ):
-            await work.start(partial(serve, spec, path, handler))
+            await work.start(partial(serve, spec, path, handler, peers=peers))
         return f"serving {s.home} (memory {s.memory_dir})"
 
     # -- loopd -------------------------------------------------------------------------

@@ -15,6 +15,8 @@ import tomlkit
 import tomlkit.exceptions
 from tomlkit.items import Comment, Item, Table
 
+import proto
+
 from ._common import CommandError
 
 __all__ = ["init_home", "shipped_config_dir"]
@@ -142,4 +144,12 @@ def init_home(home: Path, *, model_url: str | None = None, model: str | None = N
     for grant in sorted((shipped / "grants").glob("*.toml")):
         if _write_new(home / "grants" / grant.name, grant.read_text(encoding="utf-8")):
             created.append(home / "grants" / grant.name)
+    for name, shared in ((proto.APPROVAL_KEY, True), (proto.AUDIT_KEY, False)):
+        key = home / name
+        if not key.exists():
+            try:
+                proto.ensure_key(key, shared=shared)
+            except (OSError, proto.KeyUnusable) as exc:
+                raise CommandError(f"cannot create the key {key}: {exc}") from None
+            created.append(key)
     return created
