@@ -77,7 +77,7 @@ class FakeBrokerd:
                         id="ap1",
                         session=request.session,
                         tool=request.call.name,
-                        arguments=proto.escape(request.call.arguments),
+                        arguments=request.call.arguments,
                         taint=request.taint,
                         time="2026-11-30T00:00:00Z",
                     )

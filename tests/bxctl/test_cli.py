@@ -178,7 +178,7 @@ async def test_approvals_list_and_decide(
         id="k3f9",
         session="chat-abcdefgh",
         tool="memory",
-        arguments=proto.escape('{"action":"add","text":"@all <b>"}'),
+        arguments='{"action":"add","text":"@all <b>\u202e"}',
         taint=Label(untrusted=True),
         time="2026-11-30T08:00:00Z",
     )
@@ -195,7 +195,7 @@ async def test_approvals_list_and_decide(
     listed = capsys.readouterr().out
     assert "approval k3f9: memory in session chat-abcdefgh" in listed
     assert "this session has seen untrusted content" in listed
-    assert "\\@all \\<b\\>" in listed
+    assert '{"action":"add","text":"@all <b>\\u{202e}"}' in listed  # raw, bidi revealed
     assert await run("approvals", "list", "--json", "--home", str(short_dir)) == 0
     assert json.loads(capsys.readouterr().out)[0]["id"] == "k3f9"
     assert (
@@ -327,7 +327,7 @@ def test_sessions_list_and_show_read_the_files(
         == 0
     )
     shown = capsys.readouterr().out
-    assert "hello \\@here" in shown
+    assert "hello @here" in shown  # no Markdown escaping on a terminal
     assert "http_fetch result · public · untrusted" in shown
     with pytest.raises(CommandError, match="bad session id"):
         app(

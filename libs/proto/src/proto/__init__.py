@@ -1,4 +1,4 @@
-"""boxmaker's shared protocol: frames, message kinds, labels, ids, sockets and escaping.
+"""boxmaker's shared protocol: frames, message kinds, labels, ids, sockets and renderings.
 
 Every role imports this package and nothing of another role.
 """
@@ -45,12 +45,13 @@ from ._durable import dir_mode as dir_mode
 from ._durable import file_mode as file_mode
 from ._durable import fsync_dir as fsync_dir
 from ._durable import write_atomically as write_atomically
-from ._escape import escape as escape
-from ._escape import unescape as unescape
 from ._ids import SESSION_ID_PATTERN as SESSION_ID_PATTERN
 from ._ids import BadSessionId as BadSessionId
 from ._ids import SessionId as SessionId
 from ._ids import check_session_id as check_session_id
+from ._ignorable import DEFAULT_IGNORABLE as DEFAULT_IGNORABLE
+from ._ignorable import DEFAULT_IGNORABLE_UNICODE as DEFAULT_IGNORABLE_UNICODE
+from ._ignorable import is_default_ignorable as is_default_ignorable
 from ._jsonl import MAX_LINE_BYTES as MAX_LINE_BYTES
 from ._jsonl import JsonLines as JsonLines
 from ._jsonl import Line as Line
@@ -77,7 +78,13 @@ from ._records import EditRecord as EditRecord
 from ._records import HitSource as HitSource
 from ._records import RecallRecord as RecallRecord
 from ._records import Status as Status
+from ._render import for_markdown as for_markdown
+from ._render import for_terminal as for_terminal
+from ._render import from_markdown as from_markdown
+from ._render import from_terminal as from_terminal
+from ._render import revealed as revealed
 from ._role import DEFAULT_HOME as DEFAULT_HOME
+from ._role import LogFormatter as LogFormatter
 from ._role import StartRole as StartRole
 from ._role import resolve_home as resolve_home
 from ._role import run_role as run_role

@@ -71,7 +71,11 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
-    """A tool call waiting for the owner; `arguments` is the escaped text they decide on."""
+    """A tool call waiting for the owner; `arguments` is the raw text they decide on.
+
+    Raw, exactly as the model sent it (canonicalised): each client renders it for where
+    the owner reads it (`for_terminal`, `for_markdown`).
+    """
 
     id: str
     session: str

@@ -20,8 +20,11 @@ from pathlib import Path
 
 import trio
 
+from ._render import for_terminal
+
 __all__ = [
     "DEFAULT_HOME",
+    "LogFormatter",
     "StartRole",
     "resolve_home",
     "run_role",
@@ -47,10 +50,40 @@ def resolve_home(configured: str | None) -> Path:
     return Path(env).expanduser() if env else DEFAULT_HOME
 
 
+class LogFormatter(logging.Formatter):
+    """`ROLE: LEVEL logger: message`, the message rendered for a terminal on one line.
+
+    A log line quotes what it is about (a call id, a tool name, a model server's error),
+    and the owner reads it in a terminal or journald: a newline or an escape sequence in
+    a quoted value must not start a forged line or drive the terminal. A traceback keeps
+    its lines, each indented and rendered, so none can pass for a record of its own.
+    """
+
+    def __init__(self, role: str) -> None:
+        super().__init__(f"{role}: %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record's line, then its traceback and stack (if any), indented."""
+        record.message = for_terminal(record.getMessage(), one_line=True)
+        line = self.formatMessage(record)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        more = [record.exc_text or "", self.formatStack(record.stack_info or "")]
+        return "\n".join(
+            [line]
+            + [
+                "  " + for_terminal(part, one_line=True)
+                for text in more
+                for part in text.split("\n")
+                if text
+            ]
+        )
+
+
 def setup_logging(role: str, *, level: int = logging.INFO) -> None:
     """Log to stderr (journald under systemd), one line per record; call once, in main()."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"{role}: %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(LogFormatter(role))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -161,7 +161,7 @@ class Decider:
             id=self.approvals.new_id(),
             session=call.session,
             tool=call.tool,
-            arguments=proto.escape(canonical),
+            arguments=canonical,  # raw: each client renders it for its owner's screen
             taint=call.taint,
             time=utc_stamp(),
         )
@@ -214,9 +214,9 @@ class Decider:
         try:
             await self.audit.append(record, now)
         except OSError as exc:
-            log.error("the audit record of call %s could not be written: %s", request.call.id, exc)
+            log.error("the audit record of call %r could not be written: %s", request.call.id, exc)
         log.info(
-            "%s %s call %s in session %s: %s",
+            "%s %r call %r in session %s: %s",
             decided.decision,
             request.call.name,
             request.call.id,

@@ -8,7 +8,10 @@ holds, and a test can check it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +27,11 @@ from ._config import ModelSection
 __all__ = ["ModelClient", "ModelError", "ModelReply", "OnText"]
 
 OnText = Callable[[str], Awaitable[None]]
+
+log = logging.getLogger("loopd.model")
+
+CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A tool-call id loopd passes on as the model made it; any other is replaced."""
 
 
 class ModelError(Exception):
@@ -89,6 +97,25 @@ def _total(usage: _Usage | None) -> int | None:
     if usage.prompt_tokens is not None:
         return usage.prompt_tokens + (usage.completion_tokens or 0)
     return None
+
+
+def _call_ids(made: list[str | None]) -> list[str]:
+    """The model's call ids where they are plain and unique in the message, else loopd's own.
+
+    A call id reaches brokerd's log, the audit log and the owner's screen, so one with a
+    newline or an escape sequence is not passed on. The replacement is what the session
+    log records, and so what the model is sent back with the call's result.
+    """
+    ids: list[str] = []
+    for raw in made:
+        if raw and CALL_ID.fullmatch(raw) and raw not in ids:
+            ids.append(raw)
+            continue
+        own = f"call-{secrets.token_hex(8)}"
+        if raw:
+            log.warning("the model's call id %r is not usable; it is %s in this session", raw, own)
+        ids.append(own)
+    return ids
 
 
 def _arguments(value: str | dict[str, Any] | None) -> str:
@@ -239,11 +266,11 @@ class _Partial:
 
     def reply(self) -> ModelReply:
         """The assistant message the chunks made."""
+        slots = [slot for _, slot in sorted(self.calls.items())]
+        ids = _call_ids([slot["id"] for slot in slots])
         tool_calls = [
-            ToolCall(
-                id=slot["id"] or f"call-{index}", name=slot["name"], arguments=slot["arguments"]
-            )
-            for index, slot in sorted(self.calls.items())
+            ToolCall(id=call_id, name=slot["name"], arguments=slot["arguments"])
+            for call_id, slot in zip(ids, slots, strict=True)
         ]
         return ModelReply(
             content="".join(self.content) or None,
@@ -276,13 +303,14 @@ def _parse(raw: bytes) -> ModelReply:
     if not completion.choices or completion.choices[0].message is None:
         raise ModelError("the model server returned no choices")
     message = completion.choices[0].message
+    calls = message.tool_calls or []
     tool_calls = [
         ToolCall(
-            id=call.id or f"call-{i}",
+            id=call_id,
             name=(call.function.name if call.function else None) or "",
             arguments=_arguments(call.function.arguments if call.function else None),
         )
-        for i, call in enumerate(message.tool_calls or ())
+        for call_id, call in zip(_call_ids([call.id for call in calls]), calls, strict=True)
     ]
     return ModelReply(
         content=message.content or None,

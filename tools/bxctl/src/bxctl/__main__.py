@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ._app import app
-from ._common import CommandError
+from ._common import CommandError, inline
 
 
 def _command_errors(exc: BaseException) -> list[CommandError] | None:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         if errors is None:
             raise
         for error in errors:
-            print(f"bxctl: {error}", file=sys.stderr)
+            print(f"bxctl: {inline(str(error))}", file=sys.stderr)
         return 1
     return result if isinstance(result, int) else 0
 

@@ -18,7 +18,7 @@ import msgspec
 import proto
 from proto import BaselinePreview, BaselinePreviewReply
 
-from ._common import Sockets, ask, print_json
+from ._common import Sockets, ask, inline, print_json
 
 __all__ = ["TokenCount", "baseline", "count_tokens"]
 
@@ -135,7 +135,7 @@ async def baseline(home: Path, *, count: bool, as_json: bool) -> int:
             }
         print_json(out)
         return 0
-    print(preview.system)
+    print(proto.for_terminal(preview.system))
     print("\n# tools")
     print_json(preview.tools)
     print(
@@ -143,5 +143,5 @@ async def baseline(home: Path, *, count: bool, as_json: bool) -> int:
         f"tool schemas: {len(tools):,} characters"
     )
     if counted:
-        print(f"tokens: {counted.tokens:,} ({counted.method})")
+        print(f"tokens: {counted.tokens:,} ({inline(counted.method)})")
     return 0

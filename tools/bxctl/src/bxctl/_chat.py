@@ -27,7 +27,7 @@ from proto import (
     TurnEvent,
 )
 
-from ._common import CommandError, Sockets, ask, unreachable_sentence
+from ._common import CommandError, Sockets, ask, inline, unreachable_sentence
 from ._embedded import DEMO_NOTICE, embedded_configured
 from ._owner import describe_approval
 
@@ -69,15 +69,33 @@ def _label(label: proto.Label) -> str:
 
 
 class _Printer:
+    """The turn as it streams: the assistant's text rendered for the terminal, and lines.
+
+    The text comes in pieces; how a backslash is shown depends on the character after
+    it, so a piece's trailing backslashes wait for the next piece (or the next line).
+    The output is exactly `proto.for_terminal` of the whole text.
+    """
+
     def __init__(self) -> None:
         self.mid_line = False
+        self.held = ""
 
     def text(self, text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        self.mid_line = not text.endswith("\n")
+        text = self.held + text
+        kept = len(text.rstrip("\\"))
+        self.held = text[kept:]
+        shown = proto.for_terminal(text[:kept])
+        if shown:
+            sys.stdout.write(shown)
+            sys.stdout.flush()
+            self.mid_line = not shown.endswith("\n")
+        if self.held:
+            self.mid_line = True
 
     def line(self, text: str) -> None:
+        if self.held:
+            sys.stdout.write(proto.for_terminal(self.held))
+            self.held = ""
         if self.mid_line:
             sys.stdout.write("\n")
         print(text, flush=True)
@@ -96,9 +114,9 @@ async def _decide_inline(home: Path, approval: PendingApproval, out: _Printer) -
             Ok,
         )
     except CommandError as exc:
-        out.line(f"  could not decide {approval.id}: {exc}")
+        out.line(f"  could not decide {inline(approval.id)}: {inline(str(exc))}")
         return
-    out.line(f"  {'approved' if approve else 'denied'} {approval.id}")
+    out.line(f"  {'approved' if approve else 'denied'} {inline(approval.id)}")
 
 
 def _prompt(text: str) -> str:
@@ -108,20 +126,26 @@ def _prompt(text: str) -> str:
         return ""
 
 
-async def _turn(home: Path, session: str, text: str, *, inline: bool) -> bool:
+async def _turn(home: Path, session: str, text: str, *, ask_inline: bool) -> bool:
     out = _Printer()
     path = Sockets(home).path(proto.OWNER_LOOP)
     try:
         async with proto.open_call(path, Say(session=session, text=text)) as conversation:
-            async for frame in conversation:
+            while True:
+                # receive(), not `async for`: a return from inside the loop would leave
+                # the frames generator to the garbage collector
+                try:
+                    frame = await conversation.receive()
+                except proto.PeerClosed:
+                    break
                 if isinstance(frame, AssistantText | ToolCalled | ToolResult | ApprovalPending):
-                    await _show_event(home, frame, out, inline=inline)
+                    await _show_event(home, frame, out, ask_inline=ask_inline)
                 elif isinstance(frame, TurnDone):
                     out.line("")
                     return True
                 elif isinstance(frame, proto.Error):
-                    runbook = f" (runbook: {frame.runbook})" if frame.runbook else ""
-                    out.line(f"error: {frame.message}{runbook}")
+                    runbook = f" (runbook: {inline(frame.runbook)})" if frame.runbook else ""
+                    out.line(f"error: {inline(frame.message)}{runbook}")
                     return False
     except proto.Unreachable as exc:
         raise CommandError(unreachable_sentence("loopd", path, exc.reason)) from None
@@ -131,25 +155,25 @@ async def _turn(home: Path, session: str, text: str, *, inline: bool) -> bool:
     return False
 
 
-async def _show_event(home: Path, event: TurnEvent, out: _Printer, *, inline: bool) -> None:
+async def _show_event(home: Path, event: TurnEvent, out: _Printer, *, ask_inline: bool) -> None:
     match event:
         case AssistantText(text=text):
             out.text(text)
         case ToolCalled(call=call):
-            out.line(f"  → {call.name} {proto.escape(call.arguments)}")
+            out.line(f"  → {inline(call.name)} {inline(call.arguments)}")
         case ToolResult(status=status, content=content, label=label):
-            first = proto.escape(content.strip().splitlines()[0] if content.strip() else "")
-            if len(first) > 160:
-                first = first[:157] + "…"
-            out.line(f"  ← {status}{_label(label)}: {first}")
+            first = content.strip(" \n").split("\n", 1)[0]
+            shown = inline(first[:157]) + ("…" if len(first) > 157 else "")
+            out.line(f"  ← {status}{_label(label)}: {shown}")
         case ApprovalPending(approval=approval):
-            if inline:
+            if ask_inline:
                 await _decide_inline(home, approval, out)
             else:
                 out.line(describe_approval(approval))
+                shown = inline(approval.id)
                 out.line(
-                    f"  waiting for the owner: `bxctl approvals approve {approval.id}` "
-                    f"or `bxctl approvals deny {approval.id}`"
+                    f"  waiting for the owner: `bxctl approvals approve {shown}` "
+                    f"or `bxctl approvals deny {shown}`"
                 )
         case _:
             assert_never(event)
@@ -164,15 +188,15 @@ async def chat(home: Path, session: str | None, message: str | None) -> int:
         SessionOpened,
     )
     state = "new session" if opened.created else "resumed session"
-    print(f"{state} {opened.session}", file=sys.stderr)
+    print(f"{state} {inline(opened.session)}", file=sys.stderr)
     if embedded_configured(home):
         notice = DEMO_NOTICE.format(config=home / "config" / "loopd.toml")
         print(f"note: {notice}", file=sys.stderr)
     hint = await model_hint(home)
     if hint:
-        print(f"note: {hint}", file=sys.stderr)
+        print(f"note: {inline(hint)}", file=sys.stderr)
     if message is not None:
-        return 0 if await _turn(home, opened.session, message, inline=False) else 1
+        return 0 if await _turn(home, opened.session, message, ask_inline=False) else 1
     print("type a message and press Enter; Ctrl-D ends the chat", file=sys.stderr)
     while True:
         try:
@@ -181,4 +205,4 @@ async def chat(home: Path, session: str | None, message: str | None) -> int:
             print(file=sys.stderr)
             return 0
         if line.strip():
-            await _turn(home, opened.session, line, inline=True)
+            await _turn(home, opened.session, line, ask_inline=True)

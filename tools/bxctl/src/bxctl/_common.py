@@ -1,4 +1,10 @@
-"""What every bxctl command shares: the home, the sockets, and errors an owner can act on."""
+"""What every bxctl command shares: the home, the sockets, errors, and showing outside text.
+
+Text from a model, a tool, a log file, memory or the index reaches the owner's terminal
+only through `proto.for_terminal` (a block of lines) or `inline` (a value inside a
+line); JSON for scripts through `print_json`, which escapes the same code points the
+JSON way. A `CommandError` holds raw text and is rendered where it is printed.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ __all__ = [
     "Sockets",
     "ask",
     "home_of",
+    "inline",
     "print_json",
     "unreachable_sentence",
 ]
@@ -79,9 +86,29 @@ def unreachable_sentence(role: str, path: Path, reason: str) -> str:
     )
 
 
+def inline(text: str) -> str:
+    """Outside text shown inside a line: rendered for the terminal, newlines revealed too."""
+    return proto.for_terminal(text, one_line=True)
+
+
+def _json_escape(char: str) -> str:
+    point = ord(char)
+    if point <= 0xFFFF:
+        return f"\\u{point:04x}"
+    point -= 0x10000
+    return f"\\u{0xD800 + (point >> 10):04x}\\u{0xDC00 + (point & 0x3FF):04x}"
+
+
 def print_json(value: object) -> None:
-    """Print a value as JSON (for `--json` listings)."""
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(value), indent=2).decode() + "\n")
+    """Print a value as JSON (for `--json` listings), nothing in it live on a terminal.
+
+    msgspec escapes only what JSON requires; every other code point the terminal
+    rendering reveals (DEL, C1 controls, bidi, invisible ones) is written as a JSON
+    escape too, which a JSON reader turns back into the exact text.
+    """
+    text = msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+    shown = "".join(_json_escape(c) if c != "\n" and proto.revealed(c) else c for c in text)
+    sys.stdout.write(shown + "\n")
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:

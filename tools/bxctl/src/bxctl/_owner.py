@@ -32,7 +32,7 @@ from proto import (
     ToolResponse,
 )
 
-from ._common import Sockets, ask, plural, print_json
+from ._common import Sockets, ask, inline, plural, print_json
 
 __all__ = [
     "approvals_decide",
@@ -52,14 +52,19 @@ REINDEX_DEADLINE_S = 3600.0
 
 
 def describe_approval(approval: PendingApproval) -> str:
-    """An approval as the owner reads it before deciding."""
+    r"""An approval as the owner reads it before deciding: the arguments exactly.
+
+    The arguments are rendered for the terminal (every invisible or live code point
+    shown as `\u{…}`), one indented line per line of the text.
+    """
     lines = [
-        f"approval {approval.id}: {approval.tool} in session {approval.session} ({approval.time})",
+        f"approval {inline(approval.id)}: {inline(approval.tool)} in session "
+        f"{inline(approval.session)} ({inline(approval.time)})",
     ]
     if approval.taint.untrusted:
         lines.append("  ! this session has seen untrusted content")
     lines.append("  arguments:")
-    lines.extend("    " + line for line in approval.arguments.splitlines() or [""])
+    lines.extend("    " + line for line in proto.for_terminal(approval.arguments).split("\n"))
     return "\n".join(lines)
 
 
@@ -82,7 +87,7 @@ async def approvals_decide(home: Path, approval: str, *, approve: bool, reason: 
     await ask(
         path, proto.OWNER_BROKER, ApprovalDecide(id=approval, approve=approve, reason=reason), Ok
     )
-    print(f"{'approved' if approve else 'denied'} {approval}")
+    print(f"{'approved' if approve else 'denied'} {inline(approval)}")
     return 0
 
 
@@ -132,7 +137,7 @@ async def recall(home: Path, query: str, k: int) -> int:
     """The owner's own search, in the recall tool's format."""
     path = Sockets(home).path(proto.OWNER_MEMORY)
     reply = await ask(path, proto.OWNER_MEMORY, RecallQuery(query=query, k=k), ToolResponse)
-    print(reply.content)
+    print(proto.for_terminal(reply.content))
     return 0 if reply.status == "ok" else 1
 
 
@@ -140,7 +145,7 @@ async def memory_show(home: Path) -> int:
     """The memory block a new session would get now, exactly."""
     path = Sockets(home).path(proto.LOOP_MEMORY)
     reply = await ask(path, proto.LOOP_MEMORY, MemoryBlock(), MemoryBlockReply)
-    print(reply.text)
+    print(proto.for_terminal(reply.text))
     return 0
 
 
@@ -154,7 +159,7 @@ def _diff(edit: EditRecord) -> list[str]:
         marker = {"-": "-", "+": "+", " ": " "}[tag]
         if tag == "-" and text in moved:
             marker = ">"  # moved to archive.md
-        out.extend(f"    {marker} {part}" for part in text.splitlines() or [""])
+        out.extend(f"    {marker} {part}" for part in proto.for_terminal(text).split("\n"))
     return out
 
 
@@ -171,8 +176,8 @@ async def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: 
         return 0
     for edit in edits:
         print(
-            f"{edit.time}  {edit.action} {edit.file}  session {edit.session}  "
-            f"approval {edit.approval or '-'}"
+            f"{inline(edit.time)}  {inline(edit.action)} {inline(edit.file)}  "
+            f"session {inline(edit.session)}  approval {inline(edit.approval or '-')}"
         )
         print("\n".join(_diff(edit)))
     print("\n(- removed, + added, > moved to archive.md)")
@@ -186,7 +191,8 @@ async def audit_verify(home: Path) -> int:
     if reply.ok:
         print(f"audit log intact: {plural(reply.records, 'record')}")
         return 0
-    print(f"audit log BROKEN at {reply.broken_at} (after {plural(reply.records, 'record')})")
+    broken_at = inline(str(reply.broken_at))
+    print(f"audit log BROKEN at {broken_at} (after {plural(reply.records, 'record')})")
     return 1
 
 
@@ -202,9 +208,8 @@ def audit_tail(home: Path, count: int, *, as_json: bool) -> int:
     lines = lines[-count:] if count > 0 else []
     for line in lines:
         if line.record is None:
-            print(
-                f"note: audit line {line.number} is not a record ({line.problem})", file=sys.stderr
-            )
+            problem = inline(line.problem or "")
+            print(f"note: audit line {line.number} is not a record ({problem})", file=sys.stderr)
     records = [line.record for line in lines if line.record is not None]
     if as_json:
         print_json(records)
@@ -214,8 +219,9 @@ def audit_tail(home: Path, count: int, *, as_json: bool) -> int:
     for r in records:
         untrusted = " untrusted" if r.label.untrusted else ""
         print(
-            f"{r.time}  {r.decision:8} {r.tool:10} {r.status:7} session {r.session}  "
-            f"grant {r.grant or '-'}  {r.label.class_}{untrusted}"
+            f"{inline(r.time)}  {r.decision:8} {inline(r.tool):10} {r.status:7} "
+            f"session {inline(r.session)}  grant {inline(r.grant or '-')}  "
+            f"{r.label.class_}{untrusted}"
         )
     return 0
 
@@ -232,7 +238,9 @@ async def grants_list(home: Path, *, as_json: bool) -> int:
         if grant.untrusted:
             flags.append("untrusted")
         origin = "built in" if grant.builtin else f"sha256 {grant.grant_sha256[:12]}"
-        print(f"{grant.name:<20} {grant.tool:<11} {', '.join(flags)}  ({origin})")
+        origin = inline(origin)
+        print(f"{inline(grant.name):<20} {inline(grant.tool):<11} {', '.join(flags)}  ({origin})")
     for problem in reply.problems:
-        print(f"REFUSED {problem.file}: {problem.message} (runbook: grants-invalid)")
+        shown = f"{inline(problem.file)}: {inline(problem.message)}"
+        print(f"REFUSED {shown} (runbook: grants-invalid)")
     return 1 if reply.problems else 0

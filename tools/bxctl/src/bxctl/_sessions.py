@@ -10,7 +10,7 @@ import msgspec
 import proto
 from proto import AssistantRecord, ToolResultRecord, UserRecord
 
-from ._common import CommandError, print_json
+from ._common import CommandError, inline, print_json
 
 __all__ = ["sessions_list", "sessions_show"]
 
@@ -27,7 +27,7 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
 def _records(directory: Path) -> list[proto.SessionRecord]:
     read = proto.SESSION_LOG.read(directory / proto.LOG_FILE)
     if problems := read.problems():
-        print(f"note: {problems}", file=sys.stderr)
+        print(f"note: {inline(problems)}", file=sys.stderr)
     return read.records
 
 
@@ -41,7 +41,7 @@ def sessions_list(home: Path, *, as_json: bool) -> int:
         try:
             baseline = proto.read_baseline(directory)
         except (OSError, ValueError) as exc:
-            print(f"note: skipped {directory.name}: {exc}", file=sys.stderr)
+            print(f"note: skipped {inline(directory.name)}: {inline(str(exc))}", file=sys.stderr)
             continue
         records = _records(directory)
         summaries.append(
@@ -58,7 +58,10 @@ def sessions_list(home: Path, *, as_json: bool) -> int:
     elif not summaries:
         print(f"no sessions in {root}")
     for s in [] if as_json else summaries:
-        print(f"{s.session}  created {s.created}  {s.records:>5,} records  last {s.last or '-'}")
+        print(
+            f"{inline(s.session)}  created {inline(s.created)}  {s.records:>5,} records  "
+            f"last {inline(s.last or '-')}"
+        )
     return 0
 
 
@@ -78,19 +81,23 @@ def sessions_show(home: Path, session: str, *, as_json: bool) -> int:
         baseline = proto.read_baseline(directory)
     except (OSError, ValueError) as exc:
         raise CommandError(str(exc)) from None
-    print(f"session {session}, created {baseline.created}, model {baseline.model}")
+    print(f"session {session}, created {inline(baseline.created)}, model {inline(baseline.model)}")
     for r in records:
+        when = inline(r.time)
         if isinstance(r, UserRecord):
-            print(f"\n[{r.time}] owner:\n{proto.escape(r.content)}")
+            print(f"\n[{when}] owner:\n{proto.for_terminal(r.content)}")
         elif isinstance(r, AssistantRecord):
             if r.content:
-                print(f"\n[{r.time}] assistant:\n{proto.escape(r.content)}")
+                print(f"\n[{when}] assistant:\n{proto.for_terminal(r.content)}")
             for call in r.tool_calls:
-                print(f"\n[{r.time}] assistant called {call.name} {proto.escape(call.arguments)}")
+                print(f"\n[{when}] assistant called {inline(call.name)} {inline(call.arguments)}")
         elif isinstance(r, ToolResultRecord):
             untrusted = " · untrusted" if r.untrusted else ""
+            more = (
+                f"\n… ({len(r.content) - 2000:,} more characters)" if len(r.content) > 2000 else ""
+            )
             print(
-                f"\n[{r.time}] {r.name} result · {r.class_}{untrusted}:\n"
-                f"{proto.escape(r.content[:2000])}"
+                f"\n[{when}] {inline(r.name)} result · {r.class_}{untrusted}:\n"
+                f"{proto.for_terminal(r.content[:2000])}{more}"
             )
     return 0

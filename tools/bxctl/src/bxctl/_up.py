@@ -25,7 +25,7 @@ import trio
 import proto
 
 from ._chat import model_hint
-from ._common import CommandError, Sockets
+from ._common import CommandError, Sockets, inline
 from ._embedded import (
     embedded_configured,
     find_gguf,
@@ -64,7 +64,8 @@ async def _pump_logs(child: _Child) -> None:
             line = raw.decode(errors="replace")
             child.tail.append(line)
             if child.show(line):
-                print(f"{child.role:>7} | {line}", file=sys.stderr, flush=True)
+                # A role's log line quotes outside text; the model server's is outside text.
+                print(f"{child.role:>7} | {inline(line)}", file=sys.stderr, flush=True)
     if buffer:
         child.tail.append(buffer.decode(errors="replace"))
 
@@ -231,7 +232,7 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
                 print(_banner(home), file=sys.stderr, flush=True)
                 hint = await model_hint(home)
                 if hint:
-                    print(f"bxctl: note: {hint}", file=sys.stderr, flush=True)
+                    print(f"bxctl: note: {inline(hint)}", file=sys.stderr, flush=True)
                 if on_ready is not None:
                     on_ready.set()
                 code = await _supervise(children, signals)
@@ -255,7 +256,7 @@ async def _supervise(children: list[_Child], signals: AsyncIterator[int]) -> int
 
         async def on_death(child: _Child) -> None:
             await child.exited.wait()
-            last = child.tail[-1] if child.tail else "no output"
+            last = inline(child.tail[-1]) if child.tail else "no output"
             print(
                 f"bxctl: {child.role} exited with code {child.process.returncode} "
                 f"({last}); stopping the others",
