@@ -3,6 +3,12 @@
 Each request pops the next step of its script: an assistant text, tool calls, an
 HTTP error, or raw bytes. It answers in the real wire format, streaming (SSE) when
 the request asks for it, and records every request body so tests can compare them.
+
+It is as strict as OpenAI's API: a request in which an assistant message's tool calls
+are not followed at once by a `tool` message for each, or a `tool` message answers no
+call, is refused with HTTP 400 and OpenAI's sentence. With `context` set it refuses a
+request longer than that many tokens (counted as bytes / 4) as llama.cpp and vLLM do,
+and reports its context where they do (`/props`, `/v1/models`).
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ class ScriptedModel:
     steps: list[Step] = field(default_factory=list)
     requests: list[bytes] = field(default_factory=list)
     url: str = ""
+    strict: bool = True
+    context: int | None = None
+    report_context: str | None = None  # "llama.cpp" (/props) or "vllm" (/v1/models)
+    refused: list[str] = field(default_factory=list)  # the 400 sentences it answered
 
     def request_json(self, i: int) -> dict[str, Any]:
         parsed: dict[str, Any] = json.loads(self.requests[i])
@@ -136,6 +146,37 @@ def _events(step: Step, body: bytes) -> bytes:
     return "".join(out).encode()
 
 
+def _refusal(model: ScriptedModel, body: bytes) -> str | None:
+    """The 400 sentence a strict server answers this request with, or None."""
+    if model.context is not None and len(body) // 4 > model.context:
+        return (
+            f"This model's maximum context length is {model.context} tokens. However, "
+            f"your messages resulted in {len(body) // 4} tokens. Please reduce the length."
+        )
+    if not model.strict:
+        return None
+    messages = json.loads(body).get("messages", [])
+    waiting: list[str] = []
+    for message in messages:
+        if message.get("role") == "tool":
+            if message.get("tool_call_id") not in waiting:
+                return (
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'."
+                )
+            waiting.remove(message["tool_call_id"])
+            continue
+        if waiting:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(waiting)}"
+            )
+        if message.get("role") == "assistant":
+            waiting = [call["id"] for call in message.get("tool_calls") or []]
+    return None
+
+
 def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -146,7 +187,13 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path == "/v1/models":
-                self._send(200, b'{"object": "list", "data": [{"id": "scripted"}]}')
+                entry: dict[str, Any] = {"id": "scripted"}
+                if model.report_context == "vllm":
+                    entry["max_model_len"] = model.context
+                self._send(200, json.dumps({"object": "list", "data": [entry]}).encode())
+            elif self.path == "/props" and model.report_context == "llama.cpp":
+                props = {"default_generation_settings": {"n_ctx": model.context}}
+                self._send(200, json.dumps(props).encode())
             else:
                 self._send(404, b'{"error": {"message": "not found"}}')
 
@@ -156,6 +203,12 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 self._send(404, b'{"error": {"message": "not found"}}')
                 return
             model.requests.append(body)
+            problem = _refusal(model, body)
+            if problem is not None:
+                model.refused.append(problem)
+                error = {"error": {"message": problem, "type": "invalid_request_error"}}
+                self._send(400, json.dumps(error).encode())
+                return
             if not model.steps:
                 self._send(500, b'{"error": {"message": "the script has no more steps"}}')
                 return

@@ -17,6 +17,7 @@ import msgspec
 
 from ._config import ConfigSection, PathsSection
 from ._label import Class
+from ._role import DEFAULT_DRAIN_S
 
 __all__ = [
     "EMBEDDED",
@@ -64,6 +65,7 @@ class MemorydSockets(ConfigSection, frozen=True, kw_only=True):
     broker: str | None = None
     admin: str | None = None
     read_timeout_s: PositiveSeconds = 10.0
+    drain_s: PositiveSeconds = DEFAULT_DRAIN_S
 
 
 class MemorydKeys(ConfigSection, frozen=True, kw_only=True):
@@ -119,6 +121,7 @@ class BrokerdSockets(ConfigSection, frozen=True, kw_only=True):
     loop: str | None = None
     admin: str | None = None
     read_timeout_s: PositiveSeconds = 10.0
+    drain_s: PositiveSeconds = DEFAULT_DRAIN_S
 
 
 class BrokerdKeys(ConfigSection, frozen=True, kw_only=True):
@@ -177,9 +180,14 @@ class LoopdMemory(ConfigSection, frozen=True, kw_only=True):
 
 
 class LoopdBroker(ConfigSection, frozen=True, kw_only=True):
-    """`[broker]`: brokerd's loop socket."""
+    """`[broker]`: brokerd's loop socket, and how long a call may take there.
+
+    An `ask` call waits for the owner (brokerd's `[approvals] timeout_s`, 900 s by
+    default) and then runs, so the default is that and a minute's margin.
+    """
 
     socket: str | None = None
+    call_timeout_s: PositiveSeconds = 960.0
 
 
 class LoopdPrompt(ConfigSection, frozen=True, kw_only=True):
@@ -193,6 +201,7 @@ class LoopdSockets(ConfigSection, frozen=True, kw_only=True):
 
     chat: str | None = None
     read_timeout_s: PositiveSeconds = 10.0
+    drain_s: PositiveSeconds = DEFAULT_DRAIN_S
 
 
 class LoopdPeers(ConfigSection, frozen=True, kw_only=True):

@@ -5,19 +5,21 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import trio
 
 from ._config import StartFailed
-from ._role import StartRole, run_role, setup_logging
+from ._role import Role, run_role, setup_logging
 from ._server import SocketPathError
 
 __all__ = ["serve_main"]
 
-Prepare = Callable[[Path], StartRole]
+Prepare = Callable[[Path], Role]
 """Loads the config, checks what can be checked before any socket exists, and returns the
-role's start function; raises `StartFailed` (or `OSError`) with a sentence to show."""
+role (its start function and drain deadline); raises `StartFailed` (or `OSError`) with a
+sentence to show."""
 
 
 def _parser(role: str, description: str) -> argparse.ArgumentParser:
@@ -62,13 +64,13 @@ def serve_main(
     log = logging.getLogger(role)
     hint = f" (runbook: {runbook})" if runbook else ""
     try:
-        start = prepare(args.config)
+        prepared = prepare(args.config)
     except (StartFailed, OSError) as exc:
         log.error("cannot start: %s%s", exc, hint)
         return 1
     failed: list[BaseException] = []
     try:
-        trio.run(run_role, start)
+        trio.run(partial(run_role, prepared.start, drain_s=prepared.drain_s))
     except* (SocketPathError, StartFailed, OSError) as group:
         failed.extend(_leaves(group))
     for problem in failed:

@@ -10,6 +10,7 @@ trio.run(main)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -23,7 +24,9 @@ import trio
 from ._render import for_terminal
 
 __all__ = [
+    "DEFAULT_DRAIN_S",
     "DEFAULT_HOME",
+    "Role",
     "LogFormatter",
     "StartRole",
     "resolve_home",
@@ -40,6 +43,20 @@ DEFAULT_HOME = Path("/var/lib/boxmaker")
 StartRole = Callable[[trio.Nursery, trio.Event], Awaitable[str]]
 """Starts a role's servers and tasks in the nursery (each stopping once the event is
 set) and returns a one-line status for systemd."""
+
+DEFAULT_DRAIN_S = 20.0
+"""How long in-flight work may go on after SIGTERM before it is cancelled.
+
+`bxctl up` waits longer than this before it kills a role, and the systemd units'
+`TimeoutStopSec` is longer still (tests/test_systemd.py checks both)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Role:
+    """A role ready to run: its start function and its drain deadline (from its config)."""
+
+    start: StartRole
+    drain_s: float = DEFAULT_DRAIN_S
 
 
 def resolve_home(configured: str | None) -> Path:
@@ -128,13 +145,16 @@ async def watch_signals(
 async def run_role(
     start: StartRole,
     *,
-    grace_s: float = 5.0,
+    drain_s: float = DEFAULT_DRAIN_S,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a role until a signal: start it, report READY=1, drain on shutdown.
 
-    `start` runs inside the work nursery; when it returns, the role is ready. The work
-    nursery gets `grace_s` (plus a second) after shutdown before it is cancelled.
+    `start` runs inside the work nursery; when it returns, the role is ready. On the first
+    SIGTERM or SIGINT the role's servers stop accepting and its in-flight work goes on
+    for at most `drain_s`, then the work nursery is cancelled: this is the one place the
+    drain deadline is set (as hypercorn sets one graceful deadline on its server
+    nursery). A second signal cancels at once.
     """
     shutdown = trio.Event()
     async with trio.open_nursery() as root:
@@ -146,5 +166,5 @@ async def run_role(
             task_status.started()
             await shutdown.wait()
             sd_notify("STOPPING=1")
-            work.cancel_scope.deadline = trio.current_time() + grace_s + 1.0
+            work.cancel_scope.deadline = trio.current_time() + drain_s
         root.cancel_scope.cancel()

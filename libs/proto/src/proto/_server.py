@@ -5,13 +5,15 @@ only a stale socket is removed), binds with the directory at 0700 and the socket
 0600 (0660 in a directory the installer gave to a peer's group), and checks each peer's
 uid (SO_PEERCRED) against the allowed ones before reading a byte; then
 `serve_stream` answers the connection's one request. Whatever the handler does, the
-server keeps serving. On shutdown it stops accepting, gives in-flight requests
-`grace_s` to finish, and unlinks only the socket it created.
+server keeps serving. On shutdown it stops accepting, lets in-flight requests finish (until
+`grace_s`, or the enclosing scope's deadline: `run_role` sets the role's one drain
+deadline), and unlinks only the socket it created.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import logging
 import os
 import pwd
@@ -113,7 +115,7 @@ async def serve_unix(
     *,
     shutdown: trio.Event,
     read_timeout_s: float = 10.0,
-    grace_s: float = 5.0,
+    grace_s: float = math.inf,
     max_frame_bytes: int = MAX_FRAME,
     peers: frozenset[int] = frozenset(),
     task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED,

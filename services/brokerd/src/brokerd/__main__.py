@@ -16,11 +16,11 @@ DESCRIPTION = (
 )
 
 
-def prepare(config: Path) -> proto.StartRole:
+def prepare(config: Path) -> proto.Role:
     """Load the config and the grants, and open the audit log."""
     role = Brokerd(load_settings(config))
     role.prepare()
-    return role.start
+    return proto.Role(role.start, drain_s=role.settings.drain_s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ class Settings:
     loop_socket: Path
     admin_socket: Path
     read_timeout_s: float
+    drain_s: float
 
     @property
     def grants_dir(self) -> Path:
@@ -60,4 +61,5 @@ def resolve(config: proto.BrokerdConfig, *, config_dir: Path) -> Settings:
         loop_socket=socket(config.sockets.loop, proto.LOOP_BROKER),
         admin_socket=socket(config.sockets.admin, proto.OWNER_BROKER),
         read_timeout_s=config.sockets.read_timeout_s,
+        drain_s=config.sockets.drain_s,
     )

@@ -16,9 +16,10 @@ DESCRIPTION = (
 )
 
 
-def prepare(config: Path) -> proto.StartRole:
+def prepare(config: Path) -> proto.Role:
     """Load the config."""
-    return Loopd(load_settings(config)).start
+    settings = load_settings(config)
+    return proto.Role(Loopd(settings).start, drain_s=settings.drain_s)
 
 
 def main(argv: list[str] | None = None) -> int:

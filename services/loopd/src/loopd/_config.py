@@ -31,6 +31,8 @@ class Settings:
     broker_socket: Path
     chat_socket: Path
     read_timeout_s: float
+    drain_s: float
+    broker_timeout_s: float = 960.0
     chat_peers: frozenset[int] = frozenset()
 
     @property
@@ -76,5 +78,7 @@ def resolve(config: proto.LoopdConfig, *, config_dir: Path) -> Settings:
         broker_socket=socket(config.broker.socket, proto.LOOP_BROKER),
         chat_socket=socket(config.sockets.chat, proto.OWNER_LOOP),
         read_timeout_s=config.sockets.read_timeout_s,
+        drain_s=config.sockets.drain_s,
+        broker_timeout_s=config.broker.call_timeout_s,
         chat_peers=proto.peers_of(config.peers.chat, "chat"),
     )

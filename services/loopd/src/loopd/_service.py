@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from functools import partial
+from pathlib import Path
 
 import trio
 
@@ -35,6 +35,8 @@ __all__ = ["Loopd"]
 log = logging.getLogger("loopd")
 
 MEMORY_BLOCK_DEADLINE_S = 10.0
+CLOSE_DEADLINE_S = 5.0
+"""How long closing the model client's connections may take at shutdown."""
 
 
 class Loopd:
@@ -50,31 +52,37 @@ class Loopd:
             broker_socket=settings.broker_socket,
             memory_socket=settings.memory_socket,
             settings=settings.model,
+            broker_timeout_s=settings.broker_timeout_s,
         )
 
     async def start(self, work: trio.Nursery, shutdown: trio.Event) -> str:
-        """Serve the chat socket in `work` until `shutdown`."""
+        """Serve the chat socket in `work` until `shutdown` and the turns in flight end."""
         s = self.settings
-        await work.start(
-            partial(
-                proto.serve_unix,
+        await work.start(self._serve, shutdown)
+        return f"serving {s.chat_socket}; model {s.model.model} at {s.model.url}"
+
+    async def _serve(
+        self, shutdown: trio.Event, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The chat socket; the model client outlives every turn that uses it.
+
+        After `shutdown`, turns in flight go on until they end or the role's drain
+        deadline cancels them (a cancelled turn records its interrupted call); only then
+        is the model client closed.
+        """
+        s = self.settings
+        try:
+            await proto.serve_unix(
                 proto.OWNER_LOOP,
                 s.chat_socket,
                 self.handle_chat,
                 shutdown=shutdown,
                 read_timeout_s=s.read_timeout_s,
-                grace_s=30.0,
                 peers=s.chat_peers,
+                task_status=task_status,
             )
-        )
-        work.start_soon(self._close_model_on, shutdown)
-        return f"serving {s.chat_socket}; model {s.model.model} at {s.model.url}"
-
-    async def _close_model_on(self, shutdown: trio.Event) -> None:
-        try:
-            await shutdown.wait()
         finally:
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_DEADLINE_S):
                 await self.model.aclose()
 
     async def handle_chat(self, request: Message, conn: Connection) -> Message:

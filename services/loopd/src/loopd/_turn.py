@@ -37,6 +37,7 @@ from proto import (
 )
 
 from ._config import ModelSection
+from ._history import pair, unanswered
 from ._model import ModelClient, ModelError
 from ._sessions import Session
 from ._tools import CORE_TOOL_NAMES, REGISTRY, find_tools
@@ -71,12 +72,19 @@ class TurnContext:
     broker_socket: Path
     memory_socket: Path
     settings: ModelSection
+    broker_timeout_s: float = 960.0
+    """How long a call to brokerd may take: an `ask` call waits for the owner (brokerd's
+    approval timeout) and then runs, so this is that timeout and a margin."""
 
 
 def build_messages(session: Session, *, null_content: bool) -> list[dict[str, Any]]:
-    """The baseline's system prompt and every record, in order, as chat messages."""
+    """The baseline's system prompt and every record as chat messages.
+
+    In the log's order, but for each assistant message's tool results, which follow it
+    at once (`_history.pair`): a strict server refuses anything else.
+    """
     messages: list[dict[str, Any]] = [{"role": "system", "content": session.baseline.system}]
-    for record in session.records:
+    for record in pair(session.records):
         if isinstance(record, UserRecord):
             messages.append({"role": "user", "content": record.content})
         elif isinstance(record, AssistantRecord):
@@ -123,11 +131,71 @@ async def _append(session: Session, record: proto.SessionRecord) -> None:
     await trio.to_thread.run_sync(session.append, record)
 
 
+INTERRUPTED = (
+    "interrupted: this call did not finish (boxmaker stopped, or a role restarted, before "
+    "its result came back); {fate}"
+)
+"""The result recorded for a tool call that has none: a strict server needs one."""
+
+
+async def answer_unanswered(session: Session, ctx: TurnContext) -> int:
+    """Record a result for every tool call of the log that has none; return how many.
+
+    What became of the call is asked of brokerd, whose audit knows whether it ran.
+    """
+    calls = unanswered(session.records)
+    for call in calls:
+        fate = await call_fate(ctx.broker_socket, session.id, call.id)
+        await _append(session, _interrupted(call, fate))
+    if calls:
+        log.warning(
+            "session %s: recorded %d interrupted tool call(s) before going on",
+            session.id,
+            len(calls),
+        )
+    return len(calls)
+
+
+def _interrupted(call: ToolCall, fate: str) -> ToolResultRecord:
+    return ToolResultRecord(
+        time=proto.utc_stamp(),
+        call_id=call.id,
+        name=call.name,
+        content=f"error: {INTERRUPTED.format(fate=fate)}",
+        class_=_LOCAL.class_,
+        untrusted=_LOCAL.untrusted,
+    )
+
+
+async def call_fate(broker_socket: Path, session: str, call_id: str) -> str:
+    """What became of an unanswered call, in words, as far as anyone can tell."""
+    del broker_socket, session, call_id  # brokerd's audit will say; until then:
+    return "it may have run"
+
+
 async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) -> str:
-    """Run one turn to its end and return the assistant's final text."""
+    """Run one turn to its end and return the assistant's final text.
+
+    Cancelled (boxmaker stopping past its drain deadline, or the owner cancelling), it
+    records a result for the tool call in flight, so the session goes on next time.
+    """
+    await answer_unanswered(session, ctx)
     _check_room(session, ctx.settings, len(text))
     await _append(session, UserRecord(time=proto.utc_stamp(), content=text))
+    try:
+        return await _steps(session, ctx, emit)
+    except trio.Cancelled:
+        with trio.CancelScope(shield=True), trio.move_on_after(RECORD_DEADLINE_S):
+            for call in unanswered(session.records):
+                await _append(session, _interrupted(call, "it may have run"))
+        raise
 
+
+RECORD_DEADLINE_S = 5.0
+"""How long a cancelled turn may take to record its interrupted calls."""
+
+
+async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
     async def on_text(delta: str) -> None:
         await emit(AssistantText(text=delta))
 
@@ -234,7 +302,18 @@ async def _run_tool(session: Session, call: ToolCall, ctx: TurnContext, emit: Em
 async def _broker(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit) -> ToolOutcome:
     request = ToolRequest(session=session.id, call=call, taint=session.taint())
     try:
-        async with proto.open_call(ctx.broker_socket, request) as conversation:
+        with trio.fail_after(ctx.broker_timeout_s):
+            return await _ask_broker(ctx.broker_socket, request, call, emit)
+    except trio.TooSlowError:
+        waited = ctx.broker_timeout_s
+        return _error(f"brokerd did not answer within {waited:g} s; the call may have run")
+
+
+async def _ask_broker(
+    socket: Path, request: ToolRequest, call: ToolCall, emit: Emit
+) -> ToolOutcome:
+    try:
+        async with proto.open_call(socket, request) as conversation:
             while True:
                 frame = await conversation.receive()
                 if isinstance(frame, ApprovalPending):

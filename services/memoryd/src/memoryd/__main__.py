@@ -19,14 +19,14 @@ DESCRIPTION = (
 )
 
 
-def prepare(config: Path) -> proto.StartRole:
+def prepare(config: Path) -> proto.Role:
     """Load the config and create what is missing of memory/ (never overwriting)."""
     settings = load_settings(config)
     role = Memoryd(settings)
     created = role.memory.ensure(settings.soul_starter)
     if created:
         log.info("created %s in %s", ", ".join(created), settings.memory_dir)
-    return role.start
+    return proto.Role(role.start, drain_s=settings.drain_s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ class Settings:
     broker_socket: Path
     admin_socket: Path
     read_timeout_s: float
+    drain_s: float
     approval_key: Path
     loop_peers: frozenset[int] = frozenset()
     broker_peers: frozenset[int] = frozenset()
@@ -67,6 +68,7 @@ def resolve(config: MemorydConfig, *, config_dir: Path) -> Settings:
         broker_socket=socket(config.sockets.broker, proto.BROKER_MEMORY),
         admin_socket=socket(config.sockets.admin, proto.OWNER_MEMORY),
         read_timeout_s=config.sockets.read_timeout_s,
+        drain_s=config.sockets.drain_s,
         approval_key=proto.home_path(config.keys.approval, proto.APPROVAL_KEY, home),
         loop_peers=proto.peers_of(config.peers.loop, "loop"),
         broker_peers=proto.peers_of(config.peers.broker, "broker"),

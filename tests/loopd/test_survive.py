@@ -1,0 +1,153 @@
+"""Sessions that survive (issue 13, item 1): every tool call answered, right after it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from loopd_harness import open_session, say, start_harness
+from scripted_model import ScriptedModel, Step, _refusal, serve_scripted_model
+
+import proto
+from loopd._history import pair, unanswered
+from loopd._sessions import SessionStore
+from proto import AssistantRecord, ToolCall, ToolResultRecord, TurnDone, UserRecord
+
+CAP_S = 20
+_encoder = msgspec.json.Encoder()
+
+IDS = st.sampled_from(["a", "b", "call_0", "call_1"])
+CALLS = st.lists(IDS, max_size=3, unique=True)
+
+
+def user(text: str = "hi") -> UserRecord:
+    return UserRecord(time="t", content=text)
+
+
+def assistant(*ids: str) -> AssistantRecord:
+    return AssistantRecord(
+        time="t", content=None, tool_calls=[ToolCall(id=i, name="x", arguments="{}") for i in ids]
+    )
+
+
+def result(call_id: str) -> ToolResultRecord:
+    return ToolResultRecord(time="t", call_id=call_id, name="x", content="r")
+
+
+@st.composite
+def healthy_logs(draw: st.DrawFn) -> list[proto.SessionRecord]:
+    """Logs as loopd writes them without interruption: each call's result right after it."""
+    records: list[proto.SessionRecord] = []
+    for _ in range(draw(st.integers(0, 5))):
+        records.append(user())
+        for ids in draw(st.lists(CALLS, max_size=3)):
+            records.append(assistant(*ids))
+            records.extend(result(i) for i in ids)
+        records.append(assistant())
+    return records
+
+
+@st.composite
+def damaged_logs(draw: st.DrawFn) -> list[proto.SessionRecord]:
+    """Logs a crash, a kill or a shutdown can leave: results missing, owners' words after."""
+    records: list[proto.SessionRecord] = []
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.sampled_from(["user", "assistant", "result"]))
+        if kind == "user":
+            records.append(user())
+        elif kind == "assistant":
+            records.append(assistant(*draw(CALLS)))
+        else:
+            records.append(result(draw(IDS)))
+    return records
+
+
+def messages(records: list[proto.SessionRecord]) -> bytes:
+    """The chat messages loopd builds, as the body a server gets."""
+    out: list[dict[str, object]] = []
+    for record in pair(records):
+        if isinstance(record, UserRecord):
+            out.append({"role": "user", "content": record.content})
+        elif isinstance(record, AssistantRecord):
+            calls = [{"id": c.id, "type": "function"} for c in record.tool_calls]
+            out.append({"role": "assistant", "content": "", "tool_calls": calls})
+        else:
+            out.append({"role": "tool", "tool_call_id": record.call_id, "content": "r"})
+    return json.dumps({"messages": out}).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=healthy_logs())
+def test_a_log_written_without_interruption_is_sent_as_it_is(
+    records: list[proto.SessionRecord],
+) -> None:
+    assert list(pair(records)) == records
+    assert unanswered(records) == []
+    assert _refusal(ScriptedModel(), messages(records)) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=damaged_logs())
+def test_any_log_once_its_calls_are_answered_is_what_a_strict_server_accepts(
+    records: list[proto.SessionRecord],
+) -> None:
+    answered = [*records, *(result(call.id) for call in unanswered(records))]
+    assert unanswered(answered) == []
+    assert _refusal(ScriptedModel(), messages(answered)) is None
+    # and answering is all it takes: a prefix that was accepted stays a prefix
+    kept = [r for r in pair(answered) if not isinstance(r, ToolResultRecord)]
+    assert kept == [r for r in answered if not isinstance(r, ToolResultRecord)]
+
+
+async def test_a_bricked_session_goes_on_with_a_strict_server(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    # A session as a kill left it: a memory call waiting for approval, never answered,
+    # and then two of the owner's messages whose turns failed (HTTP 400 each).
+    with serve_scripted_model(Step(text="Back again.")) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        opened = await open_session(h.chat)
+        store = SessionStore(h.home / "sessions")
+        session = store.load(opened.session)
+        session.append(user("remember UTC"))
+        session.append(assistant("call_0"))
+        session.append(user("hello?"))
+        session.append(user("are you there?"))
+        frames = await say(h.chat, opened.session, "one more try")
+    assert frames[-1] == TurnDone(text="Back again.")
+    assert model.refused == []
+    sent = model.request_json(0)["messages"]
+    roles = [m["role"] for m in sent]
+    assert roles == ["system", "user", "assistant", "tool", "user", "user", "user"]
+    assert sent[3]["tool_call_id"] == "call_0"
+    assert sent[3]["content"].startswith("error: interrupted: this call did not finish")
+    log = (h.home / "sessions" / opened.session / proto.LOG_FILE).read_text().splitlines()
+    recorded = json.loads(log[4])
+    assert (recorded["type"], recorded["call_id"]) == ("tool_result", "call_0")
+
+
+async def test_a_turn_cancelled_mid_call_records_the_call_as_interrupted(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    steps = (Step(tool_calls=[("recall", '{"query": "x"}')]), Step(text="Done."))
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        h.brokerd.gate = trio.Event()  # the tool call hangs in brokerd
+        opened = await open_session(h.chat)
+        with trio.move_on_after(CAP_S) as scope:
+            async with trio.open_nursery() as turn:
+                turn.start_soon(say, h.chat, opened.session, "find x")
+                await h.brokerd.arrived.wait()
+                turn.cancel_scope.cancel()  # the drain deadline, or the owner's Ctrl-C
+        assert not scope.cancelled_caught
+        log = (h.home / "sessions" / opened.session / proto.LOG_FILE).read_text().splitlines()
+        assert [json.loads(line)["type"] for line in log] == ["user", "assistant", "tool_result"]
+        assert "interrupted" in json.loads(log[2])["content"]
+        h.brokerd.gate.set()
+        frames = await say(h.chat, opened.session, "again")  # and the session goes on
+    assert frames[-1] == TurnDone(text="Done.")
+    assert model.refused == []
