@@ -87,7 +87,7 @@ def test_up_chat_and_stop(short_dir: Path, model: ScriptedModel) -> None:
         assert not spec.default_path(home).exists(), spec.name
 
 
-def test_up_says_which_role_died_and_stops_the_others(
+def test_up_starts_a_role_that_dies_again_and_the_chat_goes_on(
     short_dir: Path, model: ScriptedModel
 ) -> None:
     home = short_dir / "home"
@@ -95,18 +95,25 @@ def test_up_says_which_role_died_and_stops_the_others(
     up = Up(home)
     try:
         up.wait_for("boxmaker is up")
-        pid = int(
-            next(
-                line.split("pid ")[1].split(")")[0]
-                for line in up.lines
-                if "started brokerd (pid " in line
+        for role in ("brokerd", "loopd"):
+            pid = int(
+                next(
+                    line.split("pid ")[1].split(")")[0]
+                    for line in reversed(up.lines)
+                    if f"started {role} (pid " in line
+                )
             )
-        )
-        os.kill(pid, signal.SIGKILL)
-        up.process.wait(timeout=CAP_S)
+            os.kill(pid, signal.SIGKILL)
+            up.wait_for(f"{role} is back")
+        model.steps.append(Step(text="Still here."))
+        chat = bxctl("chat", "--home", str(home), "--message", "are you there?")
+        assert chat.returncode == 0, chat.stderr
+        assert chat.stdout.strip() == "Still here."
     finally:
         code = up.stop()
-    assert code == 1
-    assert any("brokerd exited with code -9" in line for line in up.lines), up.lines
+    assert code == 0, "\n".join(up.lines)
+    said = [line for line in up.lines if "exited with code -9" in line]
+    assert len(said) == 2, up.lines
+    assert "(killed by SIGKILL); starting it again in 1 s" in said[0]
     assert not proto.OWNER_LOOP.default_path(home).exists()
     assert not proto.LOOP_MEMORY.default_path(home).exists()

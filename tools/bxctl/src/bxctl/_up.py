@@ -3,7 +3,13 @@
 Each role is started with its config from `{home}/config/`, in dependency order, and
 must report READY=1 on its own notify socket (the systemd protocol) before the next
 starts. Their logs are streamed here, prefixed by role. Ctrl-C or SIGTERM stops them
-all (loopd first); if one dies, bxctl says which and why and stops the others.
+all (loopd first), each given its drain deadline and a margin before it is killed.
+
+A role that dies is started again, as systemd's `Restart=on-failure` does in the units:
+after a pause that doubles from one second, and at most `RESTART_LIMIT` times in
+`RESTART_WINDOW_S`; past that, bxctl says which role keeps dying, with its own last
+error, and stops the others. An open `bxctl chat` reaches the new loopd on its next
+message.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ import subprocess
 import sys
 import tempfile
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -40,7 +47,12 @@ __all__ = ["ROLES", "up"]
 ROLES = ("memoryd", "brokerd", "loopd")
 READY_DEADLINE_S = 60.0
 MODEL_READY_DEADLINE_S = 180.0
-STOP_DEADLINE_S = 15.0
+STOP_MARGIN_S = 15.0
+"""How much longer than a role's drain deadline bxctl waits before it kills the role."""
+RESTART_LIMIT = 5
+RESTART_WINDOW_S = 300.0
+FIRST_PAUSE_S = 1.0
+LONGEST_PAUSE_S = 30.0
 
 
 @dataclass
@@ -49,8 +61,19 @@ class _Child:
     process: trio.Process
     notify: trio.socket.SocketType | None
     show: Callable[[str], bool] = lambda line: True
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=5))
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=50))
     exited: trio.Event = field(default_factory=trio.Event)
+    stop_deadline_s: float = proto.DEFAULT_DRAIN_S + STOP_MARGIN_S
+
+    def why(self) -> str:
+        """Why it ended, in the role's own words: its last error line, else how it died."""
+        code = self.process.returncode
+        for line in reversed(self.tail):
+            if ": ERROR " in line or ": CRITICAL " in line or "Traceback" in line:
+                return line
+        if code is not None and code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return self.tail[-1] if self.tail else "no output"
 
 
 async def _pump_logs(child: _Child) -> None:
@@ -114,10 +137,23 @@ async def _spawn(
 
 
 def _died_while_starting(child: _Child) -> CommandError:
-    last = child.tail[-1] if child.tail else "no output"
     return CommandError(
-        f"{child.role} exited with code {child.process.returncode} while starting: {last}"
+        f"{child.role} exited with code {child.process.returncode} while starting: {child.why()}"
     )
+
+
+def _stop_deadline(home: Path, role: str) -> float:
+    """A role's drain deadline (from its config) and bxctl's margin."""
+    kinds: dict[str, type[proto.MemorydConfig | proto.BrokerdConfig | proto.LoopdConfig]] = {
+        "memoryd": proto.MemorydConfig,
+        "brokerd": proto.BrokerdConfig,
+        "loopd": proto.LoopdConfig,
+    }
+    try:
+        config = proto.read_config(home / "config" / f"{role}.toml", kinds[role])
+    except proto.ConfigError:
+        return proto.DEFAULT_DRAIN_S + STOP_MARGIN_S  # the role itself says what is wrong
+    return config.sockets.drain_s + STOP_MARGIN_S
 
 
 async def _start(
@@ -125,6 +161,7 @@ async def _start(
 ) -> _Child:
     config = home / "config" / f"{role}.toml"
     notify_path = notify_dir / f"{role}.notify"
+    notify_path.unlink(missing_ok=True)  # a role started again: its old socket's file
     notify = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_DGRAM)
     await notify.bind(os.fspath(notify_path))
     env = {**os.environ, "NOTIFY_SOCKET": os.fspath(notify_path), **extra_env}
@@ -136,18 +173,20 @@ async def _start(
         env,
         notify,
     )
+    child.stop_deadline_s = _stop_deadline(home, role)
     try:
         await _wait_ready(child, notify)
     except trio.TooSlowError:
+        child.process.kill()
         raise CommandError(f"{role} did not report ready within {READY_DEADLINE_S:g} s") from None
     if child.exited.is_set():
         raise _died_while_starting(child)
     return child
 
 
-async def _start_model(nursery: trio.Nursery) -> tuple[_Child, str]:
+async def _start_model(nursery: trio.Nursery, *, port: int | None = None) -> tuple[_Child, str]:
     gguf = find_gguf()
-    port = free_port()
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}/v1"
     child = await _spawn(nursery, "model", server_command(gguf, port), dict(os.environ))
     child.show = worth_showing
@@ -174,11 +213,11 @@ async def _stop(children: list[_Child]) -> None:
             if child.exited.is_set():
                 continue
             child.process.send_signal(signal.SIGTERM)
-            with trio.move_on_after(STOP_DEADLINE_S):
+            with trio.move_on_after(child.stop_deadline_s):
                 await child.exited.wait()
             if not child.exited.is_set():
                 print(
-                    f"bxctl: {child.role} did not stop in {STOP_DEADLINE_S:g} s; killing it",
+                    f"bxctl: {child.role} did not stop in {child.stop_deadline_s:g} s; killing it",
                     file=sys.stderr,
                 )
                 child.process.kill()
@@ -204,7 +243,7 @@ def _default_home(home: Path) -> bool:
 
 
 async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
-    """Start the three roles and supervise them until a signal or a death."""
+    """Start the three roles and supervise them until a signal, or one keeps dying."""
     if not (home / "config" / "memoryd.toml").exists():
         created = init_home(home)
         print(
@@ -218,13 +257,17 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
             async with trio.open_nursery() as nursery:
                 try:
                     loopd_env: dict[str, str] = {}
+                    starters: list[Callable[[], Awaitable[_Child]]] = []
                     if embedded_configured(home):
                         model, url = await _start_model(nursery)
                         children.append(model)
                         loopd_env[proto.EMBEDDED_URL_ENV] = url
+                        starters.append(partial(_restart_model, nursery, url))
                     for role in ROLES:
                         extra = loopd_env if role == "loopd" else {}
-                        children.append(await _start(nursery, role, home, notify_dir, extra))
+                        start = partial(_start, nursery, role, home, notify_dir, extra)
+                        children.append(await start())
+                        starters.append(start)
                 except CommandError:
                     await _stop(children)
                     nursery.cancel_scope.cancel()
@@ -235,7 +278,7 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
                     print(f"bxctl: note: {inline(hint)}", file=sys.stderr, flush=True)
                 if on_ready is not None:
                     on_ready.set()
-                code = await _supervise(children, signals)
+                code = await _supervise(children, starters, signals)
                 await _stop(children)
                 nursery.cancel_scope.cancel()
     finally:
@@ -243,7 +286,19 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
     return code
 
 
-async def _supervise(children: list[_Child], signals: AsyncIterator[int]) -> int:
+async def _restart_model(nursery: trio.Nursery, url: str) -> _Child:
+    """The embedded model again, on the port loopd already knows."""
+    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+    child, _ = await _start_model(nursery, port=port)
+    return child
+
+
+async def _supervise(
+    children: list[_Child],
+    starters: list[Callable[[], Awaitable[_Child]]],
+    signals: AsyncIterator[int],
+) -> int:
+    """Restart whichever child dies; 0 on a signal, 1 once one keeps dying."""
     outcome: list[int] = []
     async with trio.open_nursery() as watch:
 
@@ -254,18 +309,48 @@ async def _supervise(children: list[_Child], signals: AsyncIterator[int]) -> int
                 watch.cancel_scope.cancel()
                 return
 
-        async def on_death(child: _Child) -> None:
-            await child.exited.wait()
-            last = inline(child.tail[-1]) if child.tail else "no output"
-            print(
-                f"bxctl: {child.role} exited with code {child.process.returncode} "
-                f"({last}); stopping the others",
-                file=sys.stderr,
-            )
-            outcome.append(1)
-            watch.cancel_scope.cancel()
+        async def keep(slot: int) -> None:
+            deaths: deque[float] = deque()
+            pause = FIRST_PAUSE_S
+            started = trio.current_time()
+            while True:
+                child = children[slot]
+                await child.exited.wait()
+                now = trio.current_time()
+                if now - started > RESTART_WINDOW_S:
+                    pause = FIRST_PAUSE_S  # it ran a good while: a fresh start
+                deaths.append(now)
+                while deaths and deaths[0] < now - RESTART_WINDOW_S:
+                    deaths.popleft()
+                said = (
+                    f"bxctl: {child.role} exited with code {child.process.returncode} "
+                    f"({inline(child.why())})"
+                )
+                if len(deaths) > RESTART_LIMIT:
+                    print(
+                        f"{said}; it died {len(deaths)} times in "
+                        f"{RESTART_WINDOW_S / 60:g} min, so boxmaker stops (its log above says "
+                        "why; docs/runbook.md has the entry it names)",
+                        file=sys.stderr,
+                    )
+                    outcome.append(1)
+                    watch.cancel_scope.cancel()
+                    return
+                print(f"{said}; starting it again in {pause:g} s", file=sys.stderr, flush=True)
+                if child.notify is not None:
+                    child.notify.close()
+                await trio.sleep(pause)
+                pause = min(pause * 2, LONGEST_PAUSE_S)
+                try:
+                    children[slot] = await starters[slot]()
+                except CommandError as exc:
+                    print(f"bxctl: {inline(str(exc))}", file=sys.stderr, flush=True)
+                    # the failed start counts as a death; wait on the dead child again
+                    continue
+                started = trio.current_time()
+                print(f"bxctl: {child.role} is back", file=sys.stderr, flush=True)
 
         watch.start_soon(on_signal)
-        for child in children:
-            watch.start_soon(on_death, child)
+        for slot in range(len(children)):
+            watch.start_soon(keep, slot)
     return outcome[0] if outcome else 1

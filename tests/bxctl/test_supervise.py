@@ -1,0 +1,98 @@
+"""bxctl up's supervision: a role that dies is started again, one that keeps dying stops all."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from bxctl import _up
+
+CAP_S = 30
+
+
+async def child(nursery: trio.Nursery, code: str, role: str = "brokerd") -> _up._Child:
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    made = _up._Child(role, process, None, stop_deadline_s=5)
+    nursery.start_soon(_up._pump_logs, made)
+    nursery.start_soon(_up._watch_exit, made)
+    return made
+
+
+DIES = (
+    "import sys; print('brokerd: ERROR brokerd: the disk is on fire', file=sys.stderr); sys.exit(3)"
+)
+LIVES = "import time; time.sleep(60)"
+
+
+@pytest.fixture(autouse=True)
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_up, "FIRST_PAUSE_S", 0.01)
+    monkeypatch.setattr(_up, "LONGEST_PAUSE_S", 0.05)
+
+
+async def test_a_role_that_keeps_dying_stops_boxmaker_with_its_own_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with trio.fail_after(CAP_S):
+        async with trio.open_nursery() as nursery:
+            children = [await child(nursery, DIES)]
+            starts = 0
+
+            async def again() -> _up._Child:
+                nonlocal starts
+                starts += 1
+                return await child(nursery, DIES)
+
+            code = await _up._supervise(children, [again], _never_signals())
+            nursery.cancel_scope.cancel()
+    assert code == 1
+    assert starts == _up.RESTART_LIMIT
+    err = capsys.readouterr().err
+    assert "brokerd exited with code 3 (brokerd: ERROR brokerd: the disk is on fire)" in err
+    assert f"it died {_up.RESTART_LIMIT + 1} times" in err
+
+
+async def test_a_role_that_dies_once_is_back(capsys: pytest.CaptureFixture[str]) -> None:
+    with trio.fail_after(CAP_S):
+        async with trio.open_nursery() as nursery:
+            children = [await child(nursery, DIES)]
+            started = trio.Event()
+
+            async def again() -> _up._Child:
+                started.set()
+                return await child(nursery, LIVES)
+
+            signals = trio.open_memory_channel[int](1)
+
+            async def stop_when_back() -> None:
+                await started.wait()
+                await trio.sleep(0.2)
+                await signals[0].send(2)
+
+            nursery.start_soon(stop_when_back)
+            code = await _up._supervise(children, [again], signals[1])
+            await _up._stop(children)
+            nursery.cancel_scope.cancel()
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "starting it again in 0.01 s" in err
+    assert "brokerd is back" in err
+
+
+def _never_signals() -> AsyncIterator[int]:
+    _, receive = trio.open_memory_channel[int](0)
+    return receive
+
+
+def test_the_stop_deadline_is_the_drain_and_a_margin(tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "loopd.toml").write_text("[sockets]\ndrain_s = 7.5\n")
+    assert _up._stop_deadline(tmp_path, "loopd") == 7.5 + _up.STOP_MARGIN_S
+    assert _up._stop_deadline(tmp_path, "memoryd") == 20 + _up.STOP_MARGIN_S
