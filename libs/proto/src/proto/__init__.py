@@ -85,8 +85,8 @@ from ._render import from_terminal as from_terminal
 from ._render import revealed as revealed
 from ._role import DEFAULT_DRAIN_S as DEFAULT_DRAIN_S
 from ._role import DEFAULT_HOME as DEFAULT_HOME
-from ._role import Role as Role
 from ._role import LogFormatter as LogFormatter
+from ._role import Role as Role
 from ._role import StartRole as StartRole
 from ._role import resolve_home as resolve_home
 from ._role import run_role as run_role

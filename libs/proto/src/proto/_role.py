@@ -26,8 +26,8 @@ from ._render import for_terminal
 __all__ = [
     "DEFAULT_DRAIN_S",
     "DEFAULT_HOME",
-    "Role",
     "LogFormatter",
+    "Role",
     "StartRole",
     "resolve_home",
     "run_role",

@@ -13,8 +13,8 @@ deadline), and unlinks only the socket it created.
 from __future__ import annotations
 
 import contextlib
-import math
 import logging
+import math
 import os
 import pwd
 import socket as stdlib_socket
