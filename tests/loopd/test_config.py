@@ -26,7 +26,11 @@ def test_embedded_needs_the_address_bxctl_up_passes(
     monkeypatch.setenv(EMBEDDED_URL_ENV, "http://127.0.0.1:41234/v1")
     settings = load_settings(config)
     assert settings.model.url == "http://127.0.0.1:41234/v1"
-    assert settings.model.stream is False  # llama-cpp-python cannot stream with tools
+    # text only by default, and so it streams (no tools are sent with "none")
+    assert (settings.model.tool_choice, settings.model.stream) == ("none", True)
+    config.write_text(config.read_text() + '[model]\ntool_choice = "auto"\n')
+    tools = load_settings(config)
+    assert (tools.model.tool_choice, tools.model.stream) == ("auto", False)  # cannot stream
 
 
 def test_a_real_url_is_used_as_it_is(short_dir: Path) -> None:

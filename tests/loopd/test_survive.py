@@ -151,3 +151,34 @@ async def test_a_turn_cancelled_mid_call_records_the_call_as_interrupted(
         frames = await say(h.chat, opened.session, "again")  # and the session goes on
     assert frames[-1] == TurnDone(text="Done.")
     assert model.refused == []
+
+
+async def test_the_servers_smaller_context_is_used_and_its_refusal_is_a_full_session(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    # loopd.toml says 8,192 tokens; the server (llama.cpp, /props) holds 1,200.
+    with serve_scripted_model(Step(text="ok")) as model, trio.fail_after(CAP_S):
+        model.context, model.report_context = 1200, "llama.cpp"
+        h = await start_harness(nursery, short_dir, model.url, context_tokens=8192, max_tokens=100)
+        opened = await open_session(h.chat)
+        assert (await say(h.chat, opened.session, "hi"))[-1] == TurnDone(text="ok")
+        assert h.loopd.model.context_tokens == 1200
+        frames = await say(h.chat, opened.session, "x" * 3000)  # would not fit
+    [error] = [f for f in frames if isinstance(f, proto.Error)]
+    assert (error.code, error.message) == ("session-full", "this session is full; start a new one")
+    assert model.refused == []  # loopd knew before sending
+
+
+async def test_a_servers_context_refusal_is_a_full_session(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    # A server that does not say its context, and refuses a long request as vLLM does.
+    with serve_scripted_model(Step(text="never sent")) as model, trio.fail_after(CAP_S):
+        model.context = 300
+        h = await start_harness(nursery, short_dir, model.url, max_tokens=10)
+        opened = await open_session(h.chat)
+        frames = await say(h.chat, opened.session, "y" * 2000)
+    [error] = [f for f in frames if isinstance(f, proto.Error)]
+    assert error.code == "session-full"
+    assert model.refused
+    assert "maximum context length" in model.refused[0]

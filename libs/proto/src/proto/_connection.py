@@ -54,6 +54,10 @@ class Peer:
         return cls(pid=os.getpid(), uid=os.geteuid())
 
 
+WRITE_DEADLINE_S = 10.0
+"""How long a frame may take to go out: a peer that stops reading is treated as gone."""
+
+
 class Connection:
     """The peer of one request: who it is, and a way to send frames before the reply."""
 
@@ -66,9 +70,14 @@ class Connection:
         """Send a frame ahead of the final reply (a progress event, an approval notice).
 
         Raises:
-            trio.BrokenResourceError: the peer has gone; the handler may stop early.
+            trio.BrokenResourceError: the peer has gone, or stopped reading for
+                `WRITE_DEADLINE_S`; the handler may stop early.
         """
-        await write_frame(self._stream, message)
+        try:
+            with trio.fail_after(WRITE_DEADLINE_S):
+                await write_frame(self._stream, message)
+        except trio.TooSlowError:
+            raise trio.BrokenResourceError("the peer stopped reading") from None
 
     async def wait_peer_gone(self) -> None:
         """Return once the peer has closed its end (it may send nothing after its request)."""
@@ -143,6 +152,17 @@ async def _handle(spec: Socket, handler: Handler, request: Message, conn: Connec
 
 
 async def _reply(stream: trio.abc.SendStream, message: Message) -> None:
+    with trio.move_on_after(WRITE_DEADLINE_S) as deadline:
+        await _write_reply(stream, message)
+    if deadline.cancelled_caught:
+        log.info(
+            "the peer did not read the %s reply in %g s; closed the connection",
+            type(message).__struct_config__.tag,
+            WRITE_DEADLINE_S,
+        )
+
+
+async def _write_reply(stream: trio.abc.SendStream, message: Message) -> None:
     try:
         try:
             await write_frame(stream, message)

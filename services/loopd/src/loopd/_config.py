@@ -56,10 +56,12 @@ def _model_section(model: ModelSection) -> ModelSection:
             '[model] url is "embedded", the demo model that `bxctl up` runs; start boxmaker '
             "with `bxctl up`, or set [model] url to your model server's OpenAI-compatible URL"
         )
-    # The embedded server (llama-cpp-python) cannot stream while tools are offered, and
-    # its tiny model, offered tools, calls them for everything ("hello" included).
+    # Its tiny model, offered tools, calls them for everything ("hello" included): text
+    # only, unless the owner says otherwise. The server (llama-cpp-python) cannot stream
+    # while tools are offered; with "none" none are sent, so it streams.
+    tool_choice = model.tool_choice or "none"
     return msgspec.structs.replace(
-        model, url=url, stream=False, tool_choice=model.tool_choice or "none"
+        model, url=url, stream=model.stream and tool_choice == "none", tool_choice=tool_choice
     )
 
 

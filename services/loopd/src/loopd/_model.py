@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import httpx_sse
 import msgspec
+import trio
 
 from proto import ToolCall
 
@@ -36,6 +37,21 @@ CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 class ModelError(Exception):
     """The model server could not be reached or gave no usable answer; says which."""
+
+
+class ContextExceeded(ModelError):
+    """The server refused the request as longer than its context: the session is full."""
+
+
+_CONTEXT_REFUSAL = re.compile(
+    r"context (length|window|size)|maximum context|n_ctx|context_length_exceeded"
+    r"|too many tokens|exceeds the (available )?context",
+    re.IGNORECASE,
+)
+
+CONTEXT_PROBE_EVERY_S = 60.0
+PROBE_DEADLINE_S = 3.0
+"""How often loopd asks the server again for its context size."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +156,54 @@ class ModelClient:
             headers=headers, timeout=httpx.Timeout(settings.timeout_s, connect=10.0)
         )
         self.url = settings.url.rstrip("/") + "/chat/completions"
+        self.context_tokens = settings.context_tokens
+        """The smaller of `[model] context_tokens` and what the server says it holds."""
+        self._probed_at: float | None = None
+
+    async def probe_context(self) -> int:
+        """The context size in force: the smaller of the config's and the server's own.
+
+        Asked where a server tells it: llama.cpp's `/props` (`n_ctx`), vLLM's and others'
+        `/v1/models` (`max_model_len`, `context_length`). At most once a minute; a server
+        that tells nothing (or does not answer) leaves the config's value.
+        """
+        now = trio.current_time()
+        if self._probed_at is not None and now - self._probed_at < CONTEXT_PROBE_EVERY_S:
+            return self.context_tokens
+        self._probed_at = now
+        found = await self._server_context()
+        configured = self.settings.context_tokens
+        self.context_tokens = min(configured, found) if found else configured
+        if found and found < configured:
+            log.info(
+                "the model server holds %d tokens of context, fewer than [model] "
+                "context_tokens (%d); using %d",
+                found,
+                configured,
+                found,
+            )
+        return self.context_tokens
+
+    async def _server_context(self) -> int | None:
+        url = self.settings.url.rstrip("/")
+        root = url[: -len("/v1")] if url.endswith("/v1") else url
+        for endpoint, paths in (
+            (f"{root}/props", (("default_generation_settings", "n_ctx"), ("n_ctx",))),
+            (f"{url}/models", (("data", 0, "max_model_len"), ("data", 0, "context_length"))),
+        ):
+            try:
+                with trio.move_on_after(PROBE_DEADLINE_S):
+                    response = await self._http.get(endpoint)
+                    if response.status_code != 200:
+                        continue
+                    value: Any = msgspec.json.decode(response.content)
+                    for path in paths:
+                        found = _dig(value, path)
+                        if isinstance(found, int) and not isinstance(found, bool) and found > 0:
+                            return found
+            except (httpx.HTTPError, msgspec.DecodeError):
+                continue
+        return None
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -156,7 +220,9 @@ class ModelClient:
         }
         if s.stream:
             head["stream_options"] = {"include_usage": True}
-        if tools:
+        if tools and s.tool_choice != "none":
+            # With "none" the model may not call them: they are not sent, so a server that
+            # cannot stream while tools are offered (llama-cpp-python) streams.
             head["tools"] = tools
             head["tool_choice"] = s.tool_choice or "auto"
         head["messages"] = messages
@@ -292,7 +358,18 @@ def _check_status(response: httpx.Response) -> None:
             detail = str(parsed["error"])
     except msgspec.DecodeError:
         pass
+    if response.status_code in (400, 413) and _CONTEXT_REFUSAL.search(detail):
+        raise ContextExceeded(f"the model server's context is full: {detail}")
     raise ModelError(f"the model server answered HTTP {response.status_code}: {detail}")
+
+
+def _dig(value: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        if isinstance(step, int):
+            value = value[step] if isinstance(value, list) and len(value) > step else None
+        else:
+            value = value.get(step) if isinstance(value, dict) else None
+    return value
 
 
 def _parse(raw: bytes) -> ModelReply:

@@ -38,7 +38,7 @@ from proto import (
 
 from ._config import ModelSection
 from ._history import pair, unanswered
-from ._model import ModelClient, ModelError
+from ._model import ContextExceeded, ModelClient, ModelError
 from ._sessions import Session
 from ._tools import CORE_TOOL_NAMES, REGISTRY, find_tools
 
@@ -122,8 +122,9 @@ def _estimated_tokens(session: Session, extra_chars: int) -> int:
     return known + since // CHARS_PER_TOKEN
 
 
-def _check_room(session: Session, settings: ModelSection, extra_chars: int = 0) -> None:
-    if _estimated_tokens(session, extra_chars) + settings.max_tokens > settings.context_tokens:
+def _check_room(session: Session, ctx: TurnContext, extra_chars: int = 0) -> None:
+    needed = _estimated_tokens(session, extra_chars) + ctx.settings.max_tokens
+    if needed > ctx.model.context_tokens:
         raise SessionFull
 
 
@@ -180,7 +181,8 @@ async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) ->
     records a result for the tool call in flight, so the session goes on next time.
     """
     await answer_unanswered(session, ctx)
-    _check_room(session, ctx.settings, len(text))
+    await ctx.model.probe_context()
+    _check_room(session, ctx, len(text))
     await _append(session, UserRecord(time=proto.utc_stamp(), content=text))
     try:
         return await _steps(session, ctx, emit)
@@ -200,10 +202,13 @@ async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
         await emit(AssistantText(text=delta))
 
     for _ in range(ctx.settings.max_steps):
-        _check_room(session, ctx.settings)
+        _check_room(session, ctx)
         messages = build_messages(session, null_content=ctx.settings.null_content)
         try:
             reply = await ctx.model.complete(messages, session.baseline.tools, on_text)
+        except ContextExceeded as exc:
+            log.warning("session %s is full: %s", session.id, exc)
+            raise SessionFull from None
         except ModelError as exc:
             raise TurnError("model-error", str(exc), runbook="model-unavailable") from None
         await _append(

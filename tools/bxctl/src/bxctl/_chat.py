@@ -34,10 +34,16 @@ from ._owner import describe_approval
 __all__ = ["chat", "model_hint"]
 
 MODEL_PROBE_S = 3.0
+IDLE_DEADLINE_S = 1000.0
+"""How long a turn may send nothing: an approval waits up to brokerd's timeout (900 s)."""
 
 
-async def model_hint(home: Path) -> str | None:
-    """A sentence for the owner when the configured model server does not answer."""
+async def model_hint(home: Path, *, after_timeout: bool = False) -> str | None:
+    """A sentence for the owner when the configured model server does not answer.
+
+    It is "unreachable" only when it does not answer a plain request for its models;
+    a server that answers that but let a turn time out (`after_timeout`) is busy or slow.
+    """
     try:
         preview = await ask(
             Sockets(home).path(proto.OWNER_LOOP),
@@ -57,6 +63,12 @@ async def model_hint(home: Path) -> str | None:
             "(llama.cpp's llama-server, vLLM, Ollama) there, or point boxmaker at yours: "
             f"set [model] url in {home / 'config' / 'loopd.toml'} (or run "
             "`bxctl init --model-url URL` on a new home) and restart `bxctl up`."
+        )
+    if after_timeout:
+        return (
+            f"the model server at {url} answers, but it is busy or slow: it did not finish "
+            "the answer in time. Try again in a moment, or give it longer with [model] "
+            f"timeout_s in {home / 'config' / 'loopd.toml'}."
         )
     return None
 
@@ -135,9 +147,15 @@ async def _turn(home: Path, session: str, text: str, *, ask_inline: bool) -> boo
                 # receive(), not `async for`: a return from inside the loop would leave
                 # the frames generator to the garbage collector
                 try:
-                    frame = await conversation.receive()
+                    with trio.fail_after(IDLE_DEADLINE_S):
+                        frame = await conversation.receive()
                 except proto.PeerClosed:
                     break
+                except trio.TooSlowError:
+                    raise CommandError(
+                        f"loopd sent nothing for {IDLE_DEADLINE_S:g} s; the turn may still be "
+                        f"running (`bxctl sessions show {session}` shows what it did)"
+                    ) from None
                 if isinstance(frame, AssistantText | ToolCalled | ToolResult | ApprovalPending):
                     await _show_event(home, frame, out, ask_inline=ask_inline)
                 elif isinstance(frame, TurnDone):
@@ -146,6 +164,11 @@ async def _turn(home: Path, session: str, text: str, *, ask_inline: bool) -> boo
                 elif isinstance(frame, proto.Error):
                     runbook = f" (runbook: {inline(frame.runbook)})" if frame.runbook else ""
                     out.line(f"error: {inline(frame.message)}{runbook}")
+                    if frame.code == "model-error":
+                        timed_out = "did not answer within" in frame.message
+                        hint = await model_hint(home, after_timeout=timed_out)
+                        if hint:
+                            out.line(f"note: {inline(hint)}")
                     return False
     except proto.Unreachable as exc:
         raise CommandError(unreachable_sentence("loopd", path, exc.reason)) from None

@@ -41,6 +41,15 @@ DEMO_NOTICE = (
 )
 
 
+def context_tokens(home: Path) -> int:
+    """`[model] context_tokens` of the home's loopd.toml (its default when unreadable)."""
+    try:
+        config = proto.read_config(home / "config" / "loopd.toml", proto.LoopdConfig)
+    except proto.ConfigError:
+        return proto.LoopdModel().context_tokens
+    return config.model.context_tokens
+
+
 def embedded_configured(home: Path) -> bool:
     """Whether the home's loopd.toml asks for the embedded model (read with loopd's Struct)."""
     try:
@@ -71,8 +80,12 @@ def free_port() -> int:
         return port
 
 
-def server_command(gguf: Path, port: int) -> list[str]:
-    """llama-cpp-python's OpenAI-compatible server on one thread, tool calls enabled."""
+def server_command(gguf: Path, port: int, context_tokens: int = 8192) -> list[str]:
+    """llama-cpp-python's OpenAI-compatible server on one thread, tool calls enabled.
+
+    Its context is loopd's (`[model] context_tokens`): one context size, so a session is
+    full when loopd says so, never refused by the server first.
+    """
     return [
         sys.executable,
         "-m",
@@ -86,7 +99,7 @@ def server_command(gguf: Path, port: int) -> list[str]:
         "--n_threads",
         "1",
         "--n_ctx",
-        "4096",
+        str(context_tokens),
         "--chat_format",
         "chatml-function-calling",
     ]

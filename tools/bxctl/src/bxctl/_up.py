@@ -34,6 +34,7 @@ import proto
 from ._chat import model_hint
 from ._common import CommandError, Sockets, inline
 from ._embedded import (
+    context_tokens,
     embedded_configured,
     find_gguf,
     free_port,
@@ -184,11 +185,14 @@ async def _start(
     return child
 
 
-async def _start_model(nursery: trio.Nursery, *, port: int | None = None) -> tuple[_Child, str]:
+async def _start_model(
+    nursery: trio.Nursery, home: Path, *, port: int | None = None
+) -> tuple[_Child, str]:
     gguf = find_gguf()
     port = port or free_port()
     url = f"http://127.0.0.1:{port}/v1"
-    child = await _spawn(nursery, "model", server_command(gguf, port), dict(os.environ))
+    command = server_command(gguf, port, context_tokens(home))
+    child = await _spawn(nursery, "model", command, dict(os.environ))
     child.show = worth_showing
     print(f"bxctl: loading the embedded demo model ({gguf.name}) …", file=sys.stderr, flush=True)
     async with httpx.AsyncClient(timeout=2.0) as http:
@@ -259,10 +263,10 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
                     loopd_env: dict[str, str] = {}
                     starters: list[Callable[[], Awaitable[_Child]]] = []
                     if embedded_configured(home):
-                        model, url = await _start_model(nursery)
+                        model, url = await _start_model(nursery, home)
                         children.append(model)
                         loopd_env[proto.EMBEDDED_URL_ENV] = url
-                        starters.append(partial(_restart_model, nursery, url))
+                        starters.append(partial(_restart_model, nursery, home, url))
                     for role in ROLES:
                         extra = loopd_env if role == "loopd" else {}
                         start = partial(_start, nursery, role, home, notify_dir, extra)
@@ -286,10 +290,10 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
     return code
 
 
-async def _restart_model(nursery: trio.Nursery, url: str) -> _Child:
+async def _restart_model(nursery: trio.Nursery, home: Path, url: str) -> _Child:
     """The embedded model again, on the port loopd already knows."""
     port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
-    child, _ = await _start_model(nursery, port=port)
+    child, _ = await _start_model(nursery, home, port=port)
     return child
 
 
