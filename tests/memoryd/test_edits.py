@@ -16,7 +16,7 @@ from approved import KEY, signed
 
 import entries
 from memoryd import Settings
-from memoryd._edits import EditApplier, read_history
+from memoryd._edits import EditApplier, read_history, reconcile
 from memoryd._files import MemoryDir
 from proto import EditRecord, ToolCall, ToolRequest, ToolResponse
 
@@ -314,3 +314,17 @@ def test_history_skips_a_torn_last_line(
     (memory.edits / "2026-09.jsonl").write_text(line + "\n" + line[:20])
     assert read_history(memory, None) == [record]
     assert "ends in an unfinished line of 20 bytes" in caplog.text
+
+
+async def test_a_change_no_journal_line_records_is_journalled_at_start(memory: MemoryDir) -> None:
+    await apply(memory, {"action": "add", "file": "memory", "text": "a"})
+    memory.path("memory.md").write_text("a\n§\nb\n")  # the owner's hand edit (or a crash)
+    [found] = reconcile(memory)
+    assert (found.action, found.file, found.before, found.after) == (
+        "unjournalled",
+        "memory.md",
+        ["a"],
+        ["a", "b"],
+    )
+    assert journal(memory)[-1] == found
+    assert reconcile(memory) == []  # once journalled, nothing more to say

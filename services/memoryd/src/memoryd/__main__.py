@@ -9,6 +9,7 @@ from pathlib import Path
 import proto
 
 from ._config import load_settings
+from ._edits import reconcile
 from ._service import Memoryd
 
 log = logging.getLogger("memoryd")
@@ -26,6 +27,7 @@ def prepare(config: Path) -> proto.Role:
     created = role.memory.ensure(settings.soul_starter)
     if created:
         log.info("created %s in %s", ", ".join(created), settings.memory_dir)
+    reconcile(role.memory)
     return proto.Role(role.start, drain_s=settings.drain_s)
 
 

@@ -24,7 +24,7 @@ from proto import EditRecord, MemoryArgs, ToolRequest, ToolResponse
 
 from ._files import MemoryDir, MemoryUnavailable
 
-__all__ = ["EditApplier", "read_history"]
+__all__ = ["UNJOURNALLED", "EditApplier", "read_history", "reconcile"]
 
 log = logging.getLogger("memoryd.edits")
 
@@ -168,6 +168,51 @@ class EditApplier:
         size, limit = entries.chars(outcome.entries), entries.limit_for(args.file)
         log.info("applied %s to %s (%d of %d characters)", record.action, name, size, limit)
         return _response(request, "ok", entries.updated(name, size, limit))
+
+
+UNJOURNALLED = "unjournalled"
+"""The journal action of a change found at start that no journal line records."""
+
+
+def reconcile(memory: MemoryDir) -> list[EditRecord]:
+    """Journal what changed in memory.md and user.md since their last journal line.
+
+    An edit applied just before a crash (renamed, but killed before its journal line), or
+    a hand edit, leaves a file that is not what the journal last says. At start memoryd
+    records the difference as an `unjournalled` line, so the journal accounts for every
+    state each file has been in. Files it cannot read are left to the memory block's
+    refusal. Blocking: call it at start.
+    """
+    found: list[EditRecord] = []
+    history = read_history(memory, None)
+    for file in ("memory", "user"):
+        name = entries.file_name(file)
+        try:
+            current = memory.read_entries(file)
+        except MemoryUnavailable:
+            continue
+        last = next((r.after for r in reversed(history) if r.file == name), [])
+        if list(current) == list(last):
+            continue
+        now = proto.utc_now()
+        record = EditRecord(
+            time=proto.utc_stamp(now),
+            session="",
+            call="",
+            approval=None,
+            action=UNJOURNALLED,
+            file=name,
+            before=list(last),
+            after=list(current),
+        )
+        memory.append_journal(_encoder.encode(record).decode(), now)
+        log.warning(
+            "%s is not what its journal last recorded (an edit applied just before a crash, "
+            "or a hand edit); journalled the difference",
+            name,
+        )
+        found.append(record)
+    return found
 
 
 def _truncate_quietly(path: os.PathLike[str], size: int) -> None:

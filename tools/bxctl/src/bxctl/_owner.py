@@ -175,10 +175,16 @@ async def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: 
         print("no memory edits yet")
         return 0
     for edit in edits:
-        print(
-            f"{inline(edit.time)}  {inline(edit.action)} {inline(edit.file)}  "
-            f"session {inline(edit.session)}  approval {inline(edit.approval or '-')}"
-        )
+        if edit.action == "unjournalled":
+            print(
+                f"{inline(edit.time)}  {inline(edit.file)} changed outside an approved edit "
+                "(by hand, or an edit applied just before a crash); found at memoryd's start"
+            )
+        else:
+            print(
+                f"{inline(edit.time)}  {inline(edit.action)} {inline(edit.file)}  "
+                f"session {inline(edit.session)}  approval {inline(edit.approval or '-')}"
+            )
         print("\n".join(_diff(edit)))
     print("\n(- removed, + added, > moved to archive.md)")
     return 0

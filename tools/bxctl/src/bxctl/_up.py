@@ -6,10 +6,11 @@ starts. Their logs are streamed here, prefixed by role. Ctrl-C or SIGTERM stops 
 all (loopd first), each given its drain deadline and a margin before it is killed.
 
 A role that dies is started again, as systemd's `Restart=on-failure` does in the units:
-after a pause that doubles from one second, and at most `RESTART_LIMIT` times in
-`RESTART_WINDOW_S`; past that, bxctl says which role keeps dying, with its own last
-error, and stops the others. An open `bxctl chat` reaches the new loopd on its next
-message.
+after a pause that doubles from one second while it keeps dying soon after it starts.
+A role that dies `RESTART_LIMIT` times in a row within `QUICK_DEATH_S` of starting is
+in a crash loop (systemd's start limit: 5 in 10 s); bxctl then says which role, with its
+own last error, and stops the others. An open `bxctl chat` reaches the new loopd on its
+next message.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ MODEL_READY_DEADLINE_S = 180.0
 STOP_MARGIN_S = 15.0
 """How much longer than a role's drain deadline bxctl waits before it kills the role."""
 RESTART_LIMIT = 5
-RESTART_WINDOW_S = 300.0
+QUICK_DEATH_S = 10.0
 FIRST_PAUSE_S = 1.0
 LONGEST_PAUSE_S = 30.0
 
@@ -314,27 +315,25 @@ async def _supervise(
                 return
 
         async def keep(slot: int) -> None:
-            deaths: deque[float] = deque()
+            quick_deaths = 0
             pause = FIRST_PAUSE_S
             started = trio.current_time()
             while True:
                 child = children[slot]
                 await child.exited.wait()
-                now = trio.current_time()
-                if now - started > RESTART_WINDOW_S:
-                    pause = FIRST_PAUSE_S  # it ran a good while: a fresh start
-                deaths.append(now)
-                while deaths and deaths[0] < now - RESTART_WINDOW_S:
-                    deaths.popleft()
+                if trio.current_time() - started < QUICK_DEATH_S:
+                    quick_deaths += 1
+                else:
+                    quick_deaths, pause = 1, FIRST_PAUSE_S  # it ran a good while
                 said = (
                     f"bxctl: {child.role} exited with code {child.process.returncode} "
                     f"({inline(child.why())})"
                 )
-                if len(deaths) > RESTART_LIMIT:
+                if quick_deaths >= RESTART_LIMIT:
                     print(
-                        f"{said}; it died {len(deaths)} times in "
-                        f"{RESTART_WINDOW_S / 60:g} min, so boxmaker stops (its log above says "
-                        "why; docs/runbook.md has the entry it names)",
+                        f"{said}; it died {quick_deaths} times in a row within "
+                        f"{QUICK_DEATH_S:g} s of starting, so boxmaker stops (its log above "
+                        "says why; docs/runbook.md has the entry it names)",
                         file=sys.stderr,
                     )
                     outcome.append(1)
