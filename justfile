@@ -41,6 +41,12 @@ check: lint typecheck test
 check-model *args:
     uv run --group model pytest -q -s -m model tests/model {{ args }}
 
+# a chaos day: the owner's day while roles are killed (not in the gate; a short one is):
+# `just chaos --kills 100`
+[group("bench")]
+chaos *args:
+    uv run python tests/chaos.py {{ args }}
+
 # benchmarks (not in the gate): `just bench sockets`
 [group("bench")]
 bench *args:

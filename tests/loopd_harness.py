@@ -63,6 +63,7 @@ class FakeBrokerd:
     requests: list[ToolRequest] = field(default_factory=list)
     gate: trio.Event | None = None  # when set, calls wait for it
     arrived: trio.Event = field(default_factory=trio.Event)  # set by the first call
+    decided: trio.Event | None = None  # when set, an `ask` call waits for it after announcing
 
     async def handle(self, request: Message, conn: proto.Connection) -> Message:
         assert isinstance(request, ToolRequest)
@@ -83,6 +84,8 @@ class FakeBrokerd:
                     )
                 )
             )
+            if self.decided is not None:
+                await self.decided.wait()
         content, label = self.answers.get(request.call.name, ("done", Label()))
         return ToolResponse(call_id=request.call.id, status="ok", content=content, label=label)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,6 +52,8 @@ class ScriptedModel:
     context: int | None = None
     report_context: str | None = None  # "llama.cpp" (/props) or "vllm" (/v1/models)
     refused: list[str] = field(default_factory=list)  # the 400 sentences it answered
+    respond: Callable[[dict[str, Any]], Step] | None = None
+    """When the script is played out: the step for a request (its parsed body)."""
 
     def request_json(self, i: int) -> dict[str, Any]:
         parsed: dict[str, Any] = json.loads(self.requests[i])
@@ -209,10 +211,13 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 error = {"error": {"message": problem, "type": "invalid_request_error"}}
                 self._send(400, json.dumps(error).encode())
                 return
-            if not model.steps:
+            if model.steps:
+                step = model.steps.pop(0)
+            elif model.respond is not None:
+                step = model.respond(json.loads(body))
+            else:
                 self._send(500, b'{"error": {"message": "the script has no more steps"}}')
                 return
-            step = model.steps.pop(0)
             if step.delay_s:
                 time.sleep(step.delay_s)
             if step.raw is not None:

@@ -182,3 +182,31 @@ async def test_a_servers_context_refusal_is_a_full_session(
     assert error.code == "session-full"
     assert model.refused
     assert "maximum context length" in model.refused[0]
+
+
+async def test_stopping_does_not_wait_for_an_owner_who_is_away(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    edit = '{"action": "add", "file": "memory", "text": "x"}'
+    steps = (Step(tool_calls=[("memory", edit)]), Step(text="Understood."))
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        h.brokerd.ask.add("memory")
+        h.brokerd.decided = trio.Event()  # the owner never decides
+        opened = await open_session(h.chat)
+        async with trio.open_nursery() as turn:
+            frames: list[proto.Message] = []
+
+            async def run() -> None:
+                frames.extend(await say(h.chat, opened.session, "remember x"))
+
+            turn.start_soon(run)
+            await h.brokerd.arrived.wait()
+            await trio.sleep(0.1)
+            h.loopd._context.shutdown.set()  # loopd stops (SIGTERM)
+    assert frames[-1] == TurnDone(text="Understood.")
+    log = (h.home / "sessions" / opened.session / proto.LOG_FILE).read_text().splitlines()
+    result = json.loads(log[2])
+    assert result["content"] == (
+        "denied: the owner did not decide before boxmaker stopped; the call did not run"
+    )

@@ -103,3 +103,35 @@ def test_subprocess_role_notifies_systemd_and_stops_cleanly(short_dir: Path) -> 
     assert child.returncode == 0, stderr
     assert "received SIGTERM; draining" in stderr
     assert not sock_path.exists()
+
+
+async def test_the_drain_deadline_is_kept_in_one_place(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Work in flight at SIGTERM: what ends within the drain ends; the rest is cancelled
+    # at exactly the deadline, and the role stops then.
+    finished: list[str] = []
+    cancelled_at: list[float] = []
+
+    async def start(work: trio.Nursery, shutdown: trio.Event) -> str:
+        async def job(name: str, seconds: float) -> None:
+            try:
+                await trio.sleep(seconds)
+                finished.append(name)
+            except trio.Cancelled:
+                cancelled_at.append(trio.current_time())
+                raise
+
+        work.start_soon(job, "short", 5)
+        work.start_soon(job, "long", 100)
+        return "busy"
+
+    with trio.fail_after(1000):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: proto.run_role(start, drain_s=20, task_status=task_status)
+            )
+            signalled = trio.current_time()
+            signal.raise_signal(signal.SIGTERM)
+    assert finished == ["short"]
+    assert cancelled_at == [pytest.approx(signalled + 20)]

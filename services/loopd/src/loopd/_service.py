@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -58,6 +59,7 @@ class Loopd:
     async def start(self, work: trio.Nursery, shutdown: trio.Event) -> str:
         """Serve the chat socket in `work` until `shutdown` and the turns in flight end."""
         s = self.settings
+        self._context = dataclasses.replace(self._context, shutdown=shutdown)
         await work.start(self._serve, shutdown)
         return f"serving {s.chat_socket}; model {s.model.model} at {s.model.url}"
 

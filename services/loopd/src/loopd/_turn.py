@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,8 @@ class TurnContext:
     broker_timeout_s: float = 960.0
     """How long a call to brokerd may take: an `ask` call waits for the owner (brokerd's
     approval timeout) and then runs, so this is that timeout and a margin."""
+    shutdown: trio.Event = field(default_factory=trio.Event)
+    """Set when loopd stops: a turn waiting for the owner's decision stops waiting."""
 
 
 def build_messages(session: Session, *, null_content: bool) -> list[dict[str, Any]]:
@@ -308,20 +310,52 @@ async def _broker(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit
     request = ToolRequest(session=session.id, call=call, taint=session.taint())
     try:
         with trio.fail_after(ctx.broker_timeout_s):
-            return await _ask_broker(ctx.broker_socket, request, call, emit)
+            return await _ask_broker(ctx.broker_socket, request, emit, ctx.shutdown)
     except trio.TooSlowError:
         waited = ctx.broker_timeout_s
         return _error(f"brokerd did not answer within {waited:g} s; the call may have run")
 
 
+async def _unless(
+    event: trio.Event, receive: Callable[[], Awaitable[proto.Message]]
+) -> proto.Message | None:
+    """The next frame, or None once `event` is set first."""
+    got: list[proto.Message] = []
+    async with trio.open_nursery() as race:
+
+        async def take() -> None:
+            got.append(await receive())
+            race.cancel_scope.cancel()
+
+        async def stop() -> None:
+            await event.wait()
+            race.cancel_scope.cancel()
+
+        race.start_soon(take)
+        race.start_soon(stop)
+    return got[0] if got else None
+
+
+NOT_DECIDED = "the owner did not decide before boxmaker stopped; the call did not run"
+
+
 async def _ask_broker(
-    socket: Path, request: ToolRequest, call: ToolCall, emit: Emit
+    socket: Path, request: ToolRequest, emit: Emit, shutdown: trio.Event
 ) -> ToolOutcome:
+    pending = False
     try:
         async with proto.open_call(socket, request) as conversation:
             while True:
-                frame = await conversation.receive()
+                if pending:
+                    # The owner may be away for hours: stopping does not wait for them.
+                    # Hanging up makes brokerd settle the approval as not approved.
+                    frame = await _unless(shutdown, conversation.receive)
+                    if frame is None:
+                        return "denied", f"denied: {NOT_DECIDED}", _LOCAL
+                else:
+                    frame = await conversation.receive()
                 if isinstance(frame, ApprovalPending):
+                    pending = True
                     await emit(frame)
                 elif isinstance(frame, ToolResponse):
                     content = (

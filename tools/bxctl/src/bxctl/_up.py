@@ -75,6 +75,8 @@ class _Child:
                 return line
         if code is not None and code < 0:
             return f"killed by {signal.Signals(-code).name}"
+        if code == 0:
+            return "it stopped as asked to, by someone else than bxctl"
         return self.tail[-1] if self.tail else "no output"
 
 
