@@ -139,7 +139,7 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "memory_block": set(),
     "memory_block_reply": {"text"},
     "session_updated": {"session"},
-    "tool_request": {"session", "call", "taint", "approval"},
+    "tool_request": {"session", "call", "taint", "approval", "token"},
     "tool_response": {"call_id", "status", "content", "label"},
     "approval_pending": {"approval"},
     "reindex": set(),
@@ -248,6 +248,7 @@ def test_tool_request_wire_form() -> None:
         "call": {"id": "c1", "name": "recall", "arguments": '{"query":"x"}'},
         "taint": {"class": "private", "untrusted": False},
         "approval": None,
+        "token": None,
     }
 
 
