@@ -356,7 +356,7 @@ async def test_loopd_disconnecting_withdraws_the_approval(
 async def test_arguments_are_shown_escaped_and_run_as_approved(
     nursery: trio.Nursery, settings: Settings, home: Path
 ) -> None:
-    runtime = configured_runtime(settings)
+    runtime = configured_runtime(settings, b"k" * proto.KEY_BYTES)
     broker = in_memory(settings, runtime)
     text = "**@channel** <b>hi</b>\u202e"
     raw = '{"action": "add", "file": "memory", "text": "' + text.replace("\u202e", "\\u202e") + '"}'
@@ -406,7 +406,8 @@ class HugeRuntime:
 
 async def test_a_result_too_large_for_a_frame_is_an_error(settings: Settings) -> None:
     runtime = CompositeRuntime(
-        MemoryRuntime(settings.memory_socket, call_timeout_s=1), HugeRuntime()
+        MemoryRuntime(settings.memory_socket, call_timeout_s=1, approval_key=b"k" * 32),
+        HugeRuntime(),
     )
     broker = in_memory(settings, runtime, big=grant("big", "auto"))
     reply = await broker.answer(request("big", {}))

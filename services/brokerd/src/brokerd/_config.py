@@ -26,6 +26,10 @@ class Settings:
     loop_socket: Path
     admin_socket: Path
     read_timeout_s: float
+    approval_key: Path
+    """`[keys] approval`: brokerd signs each approved call it forwards to memoryd with it."""
+    audit_key: Path
+    """`[keys] audit`: brokerd's own; the audit log's chain and head are HMACs under it."""
 
     @property
     def grants_dir(self) -> Path:
@@ -45,11 +49,20 @@ def load_settings(config_path: Path) -> Settings:
 
 
 def resolve(config: proto.BrokerdConfig, *, config_dir: Path) -> Settings:
-    """Turn a decoded config into absolute paths (a relative home is next to the config)."""
+    """Turn a decoded config into absolute paths.
+
+    A relative home or key path is relative to the config's directory; the keys default
+    to `{home}/keys/approval.key` and `{home}/keys/audit.key`.
+    """
     home = proto.config_home(config.paths.home, config_dir)
 
     def socket(configured: str | None, spec: proto.Socket) -> Path:
         return proto.socket_path(configured, spec, home)
+
+    def key(configured: str | None, name: str) -> Path:
+        if configured is None:
+            return home / "keys" / name
+        return (config_dir / Path(configured).expanduser()).resolve()
 
     return Settings(
         home=home,
@@ -60,4 +73,6 @@ def resolve(config: proto.BrokerdConfig, *, config_dir: Path) -> Settings:
         loop_socket=socket(config.sockets.loop, proto.LOOP_BROKER),
         admin_socket=socket(config.sockets.admin, proto.OWNER_BROKER),
         read_timeout_s=config.sockets.read_timeout_s,
+        approval_key=key(config.keys.approval, "approval.key"),
+        audit_key=key(config.keys.audit, "audit.key"),
     )

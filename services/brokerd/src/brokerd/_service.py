@@ -44,33 +44,50 @@ GRANTS_INVALID = "grants-invalid"
 """The runbook entry for grant files that failed to load."""
 
 
-def configured_runtime(settings: Settings, limits: LocalLimits | None = None) -> Runtime:
+def configured_runtime(
+    settings: Settings, approval_key: bytes, limits: LocalLimits | None = None
+) -> Runtime:
     """The composite runtime: memoryd for recall and memory, `[runtime] kind` for the rest."""
     other: Runtime = LocalRuntime(limits) if settings.runtime == "local" else RefusingRuntime()
-    memory = MemoryRuntime(settings.memory_socket, call_timeout_s=settings.memory_call_timeout_s)
+    memory = MemoryRuntime(
+        settings.memory_socket,
+        call_timeout_s=settings.memory_call_timeout_s,
+        approval_key=approval_key,
+    )
     return CompositeRuntime(memory, other)
 
 
 class Brokerd:
-    """The role: owns grants/, audit/ and the pending approvals; serves loopd and the owner."""
+    """The role: owns grants/, audit/ and the pending approvals; serves loopd and the owner.
+
+    `prepare` does the blocking work of a start (keys, audit log, grants); the handlers
+    serve only after it.
+    """
+
+    decider: Decider
 
     def __init__(self, settings: Settings, runtime: Runtime | None = None) -> None:
         self.settings = settings
         self.audit = Audit(settings.audit_dir)
         self.approvals = _approvals.Approvals(settings.approval_timeout_s)
         self.grants = GrantSet(by_tool={})
-        self.runtime = runtime or configured_runtime(settings)
-        self.decider = Decider(self.grants, self.approvals, self.audit, self.runtime)
+        self._runtime = runtime
 
     def prepare(self) -> None:
-        """Open the audit log and load the grants; blocking, before serving.
+        """Create the approval key, open the audit log, load the grants; blocking, before serving.
 
         Raises:
-            OSError: the audit directory cannot be created or read.
+            proto.StartFailed: the approval key cannot be used.
+            OSError: the key or the audit directory cannot be created or read.
         """
+        try:
+            approval_key = proto.ensure_key(self.settings.approval_key)
+        except proto.KeyUnusable as exc:
+            raise proto.StartFailed(str(exc)) from None
         self.audit.open()
         self.grants = load_grants(self.settings.grants_dir)
-        self.decider.grants = self.grants
+        runtime = self._runtime or configured_runtime(self.settings, approval_key)
+        self.decider = Decider(self.grants, self.approvals, self.audit, runtime)
         for problem in self.grants.problems:
             log.warning(
                 "grant %s not loaded: %s (runbook: %s)",
