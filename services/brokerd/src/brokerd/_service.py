@@ -29,7 +29,7 @@ from proto import (
 )
 
 from . import _approvals
-from ._audit import Audit
+from ._audit import AUDIT_TAMPERED, Audit
 from ._config import Settings
 from ._decide import Decider
 from ._grants import GrantSet, load_grants
@@ -68,23 +68,23 @@ class Brokerd:
 
     def __init__(self, settings: Settings, runtime: Runtime | None = None) -> None:
         self.settings = settings
-        self.audit = Audit(settings.audit_dir)
+        self.audit = Audit(settings.audit_dir, settings.audit_key)
         self.approvals = _approvals.Approvals(settings.approval_timeout_s)
         self.grants = GrantSet(by_tool={})
         self._runtime = runtime
 
     def prepare(self) -> None:
-        """Create the approval key, open the audit log, load the grants; blocking, before serving.
+        """Create the keys, check the audit log, load the grants; blocking, before serving.
 
         Raises:
-            proto.StartFailed: the approval key cannot be used.
-            OSError: the key or the audit directory cannot be created or read.
+            proto.StartFailed: a key cannot be used.
+            OSError: a key, the audit directory or its head cannot be created or read.
         """
         try:
             approval_key = proto.ensure_key(self.settings.approval_key)
+            self.audit.open()
         except proto.KeyUnusable as exc:
             raise proto.StartFailed(str(exc)) from None
-        self.audit.open()
         self.grants = load_grants(self.settings.grants_dir)
         runtime = self._runtime or configured_runtime(self.settings, approval_key)
         self.decider = Decider(self.grants, self.approvals, self.audit, runtime)
@@ -105,7 +105,12 @@ class Brokerd:
         work.start_soon(self._withdraw_on_shutdown, shutdown)
         grants = len(self.grants.by_tool)
         problems = len(self.grants.problems)
-        return f"serving {s.home}: {grants} grants, {problems} grant problems, runtime {s.runtime}"
+        status = (
+            f"serving {s.home}: {grants} grants, {problems} grant problems, runtime {s.runtime}"
+        )
+        if self.audit.broken is not None:
+            status += f"; the audit log is broken (runbook: {AUDIT_TAMPERED})"
+        return status
 
     async def _withdraw_on_shutdown(self, shutdown: trio.Event) -> None:
         await shutdown.wait()
