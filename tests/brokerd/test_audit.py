@@ -1,5 +1,5 @@
 """The audit log: the keyed chain across months, the head, whole lines, what verify finds,
-Tampering at large is tests/security's."""
+and the session labels read back at start. Tampering at large is tests/security's."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 import trio
 
 import proto
-from brokerd._audit import Audit, Verdict
+from brokerd._audit import UNKNOWN_RESULT, Audit, Verdict
 from proto import AUDIT_GENESIS as GENESIS
-from proto import AuditHead, AuditRecord, AuditStatus, Label
+from proto import AuditHead, AuditRecord, AuditStatus, Class, Label
 
 CAP_S = 10
 SEPT = datetime(2026, 9, 30, 23, 59, 59, tzinfo=UTC)
@@ -230,3 +230,24 @@ async def test_an_empty_log_verifies(tmp_path: Path) -> None:
     assert (tmp_path / "audit").is_dir()
     (tmp_path / "audit" / "notes.txt").write_text("ignored")
     assert (await verified(audit)).broken_at is None
+
+
+async def test_the_labels_returned_to_each_session_are_read_back(tmp_path: Path) -> None:
+    fetched = Label(class_=Class.public, untrusted=True)
+    audit = opened(tmp_path)
+    with trio.fail_after(CAP_S):
+        for rec in (
+            record("c1", session="chat-a", status="started", label=Label(class_=Class.public)),
+            record("c1", session="chat-a", label=fetched),
+            record("c2", session="chat-a", status="denied"),
+            record("c3", session="chat-b"),
+            record("c4", session="chat-c", status="started"),  # no outcome: killed mid-call
+        ):
+            await audit.append(rec, SEPT)
+    again = opened(tmp_path)
+    assert again.returned == {
+        "chat-a": Label(class_=Class.private, untrusted=True),
+        "chat-b": Label(class_=Class.private),
+        "chat-c": UNKNOWN_RESULT,
+    }
+    assert again.broken is None

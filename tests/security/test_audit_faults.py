@@ -22,7 +22,7 @@ from brokerd_harness import grant, request
 
 import proto
 from brokerd import Brokerd, Settings
-from brokerd._audit import AUDIT_UNWRITABLE
+from brokerd._audit import AUDIT_UNWRITABLE, UNKNOWN_RESULT
 from brokerd._config import resolve
 from brokerd._decide import AUDIT_UNWRITABLE_SENTENCE
 from brokerd._runtimes import RunOutput
@@ -247,6 +247,10 @@ async def test_an_unwritable_outcome_is_logged_and_the_answer_goes_out(
     faults.clear()
     assert [(r["call"], r["status"]) for r in records(settings)] == [("ran", "started")]
     assert await verify(role) == AuditVerified(records=1, ok=True)
+    # After a restart the session counts as having been sent the worst: its outcome is
+    # not on record, and the answer went out.
+    again = prepared(settings, CountingRuntime())
+    assert again.decider.returned == {request("fake", {}).session: UNKNOWN_RESULT}
 
 
 class StuckRuntime(CountingRuntime):

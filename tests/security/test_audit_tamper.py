@@ -196,6 +196,7 @@ def started(broker_home: BrokerdHome) -> BrokerdHome:
     return broker_home
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(TAMPERING))
 async def test_tampering_is_found_before_and_after_a_restart(
     started: BrokerdHome, kind: str

@@ -101,9 +101,10 @@ class AuditRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     that does not run (`denied`, `refused`) has one record, its outcome.
 
     `label` is the result's label; in a `started` record, the grant's (the least the
-    result will carry). `taint` is the session's label the call was decided under (None
-    in records written before brokerd recorded it). `reason` says why a call was denied
-    or refused, or the owner's words on an approval.
+    result will carry). `taint` is the session's label the call was decided under: the
+    stricter of loopd's and what brokerd returned to the session (None in records written
+    before brokerd recorded it). `reason` says why a call was denied or refused, or the
+    owner's words on an approval.
 
     `mac` is the record's own MAC under brokerd's audit key (`audit_mac`), so no one
     without the key can write or change a record; `prev` chains the records, the previous

@@ -16,7 +16,8 @@ At start (`open`) the whole log is walked and checked against the head. Records 
 the head that are brokerd's (their MACs hold) are a crash between a record and its head,
 and are taken in. What does not match is a warning (runbook audit-tampered) and is kept
 in the head, so that `verify` fails from then on, across restarts, until the owner
-starts a new log.
+starts a new log. The same walk gives each session's label as brokerd returned it: the
+labels of the results it sent.
 
 `verify` walks the log again and checks it against the head on disk and against what
 this brokerd wrote last (its count and last MAC, in memory), which also catches a log
@@ -38,9 +39,9 @@ import msgspec
 import trio
 
 import proto
-from proto import AUDIT_GENESIS, AUDIT_HEAD, AUDIT_LOG, AuditHead, AuditRecord
+from proto import AUDIT_GENESIS, AUDIT_HEAD, AUDIT_LOG, AuditHead, AuditRecord, Class, Label
 
-__all__ = ["AUDIT_TAMPERED", "AUDIT_UNWRITABLE", "Audit", "Verdict"]
+__all__ = ["AUDIT_TAMPERED", "AUDIT_UNWRITABLE", "UNKNOWN_RESULT", "Audit", "Verdict"]
 
 log = logging.getLogger("brokerd.audit")
 
@@ -49,6 +50,10 @@ AUDIT_TAMPERED = "audit-tampered"
 
 AUDIT_UNWRITABLE = "audit-unwritable"
 """The runbook entry for a call refused because its record could not be written."""
+
+UNKNOWN_RESULT = Label(class_=Class.secret, untrusted=True)
+"""The label counted for a call whose outcome is not in the log: it may have reached its
+session, and what it carried is unknown, so it counts as the worst (as damage does)."""
 
 _MONTH_FILE = re.compile(r"\d{4}-\d{2}\.jsonl")
 _encoder = msgspec.json.Encoder()
@@ -84,6 +89,19 @@ class _Walk:
     """The first place where the chain does not hold."""
     marked: str | None = None
     """The MAC of record number `mark` (`walk`'s argument), if the log has that many."""
+    labels: dict[str, Label] = dataclasses.field(default_factory=dict)
+    """Per session, the labels of the outcomes brokerd recorded, joined."""
+    unfinished: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    """(session, call) of `started` records without an outcome, and where each is."""
+
+    def note(self, record: AuditRecord, where: str) -> None:
+        key = (record.session, record.call)
+        if record.status == "started":
+            self.unfinished[key] = where
+            return
+        self.unfinished.pop(key, None)
+        seen = self.labels.get(record.session)
+        self.labels[record.session] = record.label if seen is None else seen.join(record.label)
 
 
 def _walk(directory: Path, key: bytes, *, mark: int | None = None) -> _Walk:
@@ -102,6 +120,8 @@ def _walk(directory: Path, key: bytes, *, mark: int | None = None) -> _Walk:
             walk.last_where = where
             if walk.records == mark:
                 walk.marked = walk.last
+            if record is not None:
+                walk.note(record, where)
         if torn := path.stat().st_size - read_to:
             log.warning("%s ends in a torn line of %d bytes; skipped it", path, torn)
     return walk
@@ -150,6 +170,8 @@ class Audit:
         self.directory = directory
         self.key_path = key_path
         self.head_path = directory / AUDIT_HEAD
+        self.returned: dict[str, Label] = {}
+        """Per session, the labels of the results brokerd returned to it (from `open`)."""
         self._lock = trio.Lock()
         self._key = b""
         self._count = 0
@@ -199,6 +221,18 @@ class Audit:
             log.warning("the audit log was found broken: %s (runbook: %s)", broken, AUDIT_TAMPERED)
         elif findings:
             broken = f"found at start-up on {proto.utc_stamp()}: {'; '.join(findings)}"
+        for (session, call), where in walk.unfinished.items():
+            log.warning(
+                "call %s of session %s (%s) has no outcome in the audit log (brokerd stopped "
+                "while it ran, or its outcome could not be written); its session counts as %s",
+                call,
+                session,
+                where,
+                UNKNOWN_RESULT.describe(),
+            )
+            seen = walk.labels.get(session)
+            walk.labels[session] = UNKNOWN_RESULT if seen is None else seen.join(UNKNOWN_RESULT)
+        self.returned = walk.labels
         self._count, self._last, self._broken = walk.records, walk.last, broken
         if head != self._head():
             proto.write_atomically(self.head_path, _encoder.encode(self._head()))

@@ -11,6 +11,10 @@ written and fsynced first; if that cannot be done, the call does not run and the
 reads `AUDIT_UNWRITABLE`. Its outcome record follows once it ran (a failure to write
 that one is logged: the decision is on record, and the answer goes out). A call that
 does not run gets one record, its outcome.
+
+The session's taint is the stricter of loopd's word and brokerd's own: the labels of
+everything brokerd returned to that session (rebuilt from the audit log at start), so
+a session that was sent untrusted text cannot claim to be trusted.
 """
 
 from __future__ import annotations
@@ -111,10 +115,30 @@ class Decider:
         self.approvals = approvals
         self.audit = audit
         self.runtime = runtime
+        self.returned: dict[str, Label] = dict(audit.returned)
+        """Per session, the labels of everything brokerd returned to it, joined."""
+
+    def taint(self, request: proto.ToolRequest) -> Label:
+        """The session's taint: the stricter of loopd's word and what brokerd returned to it."""
+        own = self.returned.get(request.session)
+        if own is None:
+            return request.taint
+        taint = request.taint.join(own)
+        if taint != request.taint:
+            log.warning(
+                "session %s claims taint %s, but brokerd returned %s to it; deciding call %s "
+                "under %s",
+                request.session,
+                request.taint.describe(),
+                own.describe(),
+                request.call.id,
+                taint.describe(),
+            )
+        return taint
 
     async def decide(self, request: proto.ToolRequest, peer: Peer) -> ToolResponse:
         """Decide one call and answer it; `request.approval` from loopd is ignored."""
-        taint = request.taint
+        taint = self.taint(request)
         decided = await self._decide(request, taint, peer)
         if isinstance(decided, _Run):
             decided = await self._run(request, taint, decided)
@@ -354,6 +378,10 @@ class Decider:
                 ),
                 now,
             )
+        seen = self.returned.get(request.session)
+        self.returned[request.session] = (
+            response.label if seen is None else seen.join(response.label)
+        )
         log.info(
             "%s %s call %s in session %s: %s",
             decided.decision,
