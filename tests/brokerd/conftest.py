@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import proto
 from brokerd import Settings
 from brokerd._config import resolve
 from proto import BrokerdConfig, PathsSection
@@ -21,3 +22,9 @@ def home(short_dir: Path) -> Path:
 def settings(home: Path) -> Settings:
     """Default settings for `home`: every socket in its default place."""
     return resolve(BrokerdConfig(paths=PathsSection(home=str(home))), config_dir=home.parent)
+
+
+@pytest.fixture
+def approval_key(settings: Settings) -> bytes:
+    """The home's approval key (created), which brokerd signs approved calls with."""
+    return proto.ensure_key(settings.approval_key)

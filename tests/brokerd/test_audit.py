@@ -1,28 +1,36 @@
-"""The audit log: the hash chain across months, whole lines, and what verify finds."""
+"""The audit log: the keyed chain across months, the head, whole lines, what verify finds,
+and the session labels read back at start. Tampering at large is tests/security's."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 import trio
 
-from brokerd._audit import Audit, Verdict
+import proto
+from brokerd._audit import UNKNOWN_RESULT, Audit, Verdict
 from proto import AUDIT_GENESIS as GENESIS
-from proto import AuditRecord, Label
+from proto import AuditHead, AuditRecord, AuditStatus, Class, Label
 
 CAP_S = 10
 SEPT = datetime(2026, 9, 30, 23, 59, 59, tzinfo=UTC)
 OCT = datetime(2026, 10, 1, 0, 0, 1, tzinfo=UTC)
 
 
-def record(call: str) -> AuditRecord:
+def record(
+    call: str,
+    *,
+    session: str = "chat-abcdefghijklmnop",
+    status: AuditStatus = "ok",
+    label: Label | None = None,
+) -> AuditRecord:
     return AuditRecord(
         time="2026-09-30T23:59:59Z",
-        session="chat-abcdefghijklmnop",
+        session=session,
         call=call,
         tool="memory",
         arguments='{"action":"add","file":"memory","text":"x"}',
@@ -30,14 +38,35 @@ def record(call: str) -> AuditRecord:
         grant_sha256="ab" * 32,
         decision="approved",
         approval="ap-abcdef",
-        label=Label(),
-        status="ok",
+        label=label or Label(),
+        status=status,
+        taint=Label(),
     )
 
 
-async def written(directory: Path, *moments: datetime) -> Audit:
-    audit = Audit(directory)
+def opened(directory: Path) -> Audit:
+    audit = Audit(directory, key_path(directory))
     audit.open()
+    return audit
+
+
+def key_path(directory: Path) -> Path:
+    return directory.parent / f"{directory.name}.key"
+
+
+def mac_of(line: bytes) -> str:
+    mac = json.loads(line)["mac"]
+    assert isinstance(mac, str)
+    return mac
+
+
+def signed(directory: Path, line: bytes) -> bool:
+    record = msgspec.json.decode(line, type=AuditRecord)
+    return proto.audit_mac(proto.read_key(key_path(directory)), record) == record.mac
+
+
+async def written(directory: Path, *moments: datetime) -> Audit:
+    audit = opened(directory)
     with trio.fail_after(CAP_S):
         for i, moment in enumerate(moments):
             await audit.append(record(f"c{i}"), moment)
@@ -62,28 +91,56 @@ async def test_the_chain_runs_across_month_files(tmp_path: Path) -> None:
     sept, october = lines(tmp_path / "2026-09.jsonl"), lines(tmp_path / "2026-10.jsonl")
     assert [json.loads(line)["call"] for line in sept + october] == ["c0", "c1", "c2"]
     assert json.loads(sept[0])["prev"] == GENESIS
-    assert json.loads(sept[1])["prev"] == hashlib.sha256(sept[0]).hexdigest()
-    assert json.loads(october[0])["prev"] == hashlib.sha256(sept[1]).hexdigest()
+    assert json.loads(sept[1])["prev"] == mac_of(sept[0])
+    assert json.loads(october[0])["prev"] == mac_of(sept[1])
+    assert all(signed(tmp_path, line) for line in sept + october)
     first = json.loads(sept[0])
     assert set(first) == {
         "time", "session", "call", "tool", "arguments", "grant", "grant_sha256", "decision",
-        "approval", "label", "status", "reason", "prev",
+        "approval", "label", "status", "reason", "taint", "prev", "mac",
     }  # fmt: skip
     assert first["label"] == {"class": "private", "untrusted": False}
     assert (mode(tmp_path), mode(tmp_path / "2026-09.jsonl")) == (0o700, 0o600)
+    assert mode(key_path(tmp_path)) == 0o600
     verdict = await verified(audit)
     assert (verdict.records, verdict.broken_at) == (3, None)
+
+
+async def test_the_head_holds_the_count_and_the_last_link_under_its_mac(tmp_path: Path) -> None:
+    await written(tmp_path, SEPT, OCT)
+    head = msgspec.json.decode((tmp_path / "head").read_bytes(), type=AuditHead)
+    last = mac_of(lines(tmp_path / "2026-10.jsonl")[-1])
+    key = proto.read_key(key_path(tmp_path))
+    mac = proto.audit_head_mac(key, records=2, last=last, broken=None)
+    assert head == AuditHead(records=2, last=last, mac=mac)
+    assert mode(tmp_path / "head") == 0o600
+
+
+async def test_a_new_log_gets_a_head_at_once(tmp_path: Path) -> None:
+    audit = opened(tmp_path / "audit")
+    head = msgspec.json.decode((tmp_path / "audit" / "head").read_bytes(), type=AuditHead)
+    assert (head.records, head.last, head.broken) == (0, GENESIS, None)
+    assert audit.broken is None
 
 
 async def test_a_restarted_brokerd_continues_the_chain(tmp_path: Path) -> None:
     await written(tmp_path, SEPT, SEPT)
     again = await written(tmp_path, OCT)
     october = lines(tmp_path / "2026-10.jsonl")
-    assert (
-        json.loads(october[0])["prev"]
-        == hashlib.sha256(lines(tmp_path / "2026-09.jsonl")[1]).hexdigest()
-    )
+    assert json.loads(october[0])["prev"] == mac_of(lines(tmp_path / "2026-09.jsonl")[1])
     assert (await verified(again)).broken_at is None
+    assert again.broken is None
+
+
+async def test_a_head_one_record_behind_is_a_crash_not_tampering(tmp_path: Path) -> None:
+    await written(tmp_path, SEPT)
+    head_then = (tmp_path / "head").read_bytes()
+    await written(tmp_path, SEPT)
+    (tmp_path / "head").write_bytes(head_then)  # stopped between the line and its head
+    again = opened(tmp_path)
+    assert again.broken is None
+    assert await verified(again) == Verdict(records=2)
+    assert json.loads((tmp_path / "head").read_bytes())["records"] == 2
 
 
 def tamper(path: Path, index: int, old: bytes, new: bytes) -> None:
@@ -100,26 +157,27 @@ def tamper(path: Path, index: int, old: bytes, new: bytes) -> None:
             0,
             b'"status":"ok"',
             b'"status":"denied"',
-            "2026-09.jsonl line 1: its sha256 is not the prev of 2026-09.jsonl line 2",
+            "2026-09.jsonl line 1: its MAC does not match",
         ),
         (
             1,
             b'"decision":"approved"',
             b'"decision":"auto"',
-            "2026-09.jsonl line 2: its sha256 is not the prev of 2026-09.jsonl line 3",
+            "2026-09.jsonl line 2: its MAC does not match",
         ),
         (
             2,
             b'"call":"c2"',
             b'"call":"cX"',
-            "2026-09.jsonl line 3: its sha256 is not that of the last record brokerd wrote",
+            "2026-09.jsonl line 3: its MAC does not match",
         ),
+        (1, b'{"time":', b'{ "time":', "2026-09.jsonl line 2: its MAC does not match"),
         (1, b'{"time"', b'{"tim', "2026-09.jsonl line 2: not an audit record"),
         (
             0,
             b'"prev":"' + GENESIS.encode(),
             b'"prev":"' + b"1" * 64,
-            "2026-09.jsonl line 1: the first record's prev is not 64 zeros",
+            "2026-09.jsonl line 1: its MAC does not match",
         ),
     ],
 )
@@ -141,14 +199,17 @@ async def test_a_removed_record_is_found(tmp_path: Path, removed: int) -> None:
     path.write_bytes(b"\n".join(kept) + b"\n")
     verdict = await verified(audit)
     assert verdict.broken_at is not None
-    assert "removed" in verdict.broken_at or "64 zeros" in verdict.broken_at
+    assert "removed" in verdict.broken_at
 
 
 async def test_a_deleted_log_is_found(tmp_path: Path) -> None:
     audit = await written(tmp_path, SEPT)
     (tmp_path / "2026-09.jsonl").unlink()
     verdict = await verified(audit)
-    assert (verdict.records, verdict.broken_at) == (0, "the log is empty but records were written")
+    assert (verdict.records, verdict.broken_at) == (
+        0,
+        "the log holds 0 records but brokerd has written 1: records were removed from its end",
+    )
 
 
 async def test_a_torn_final_line_is_dropped_at_start(tmp_path: Path) -> None:
@@ -160,6 +221,7 @@ async def test_a_torn_final_line_is_dropped_at_start(tmp_path: Path) -> None:
     assert path.read_bytes().startswith(whole)
     assert len(lines(path)) == 3
     assert (await verified(again)).broken_at is None
+    assert again.broken is None
 
 
 async def test_an_empty_log_verifies(tmp_path: Path) -> None:
@@ -168,3 +230,24 @@ async def test_an_empty_log_verifies(tmp_path: Path) -> None:
     assert (tmp_path / "audit").is_dir()
     (tmp_path / "audit" / "notes.txt").write_text("ignored")
     assert (await verified(audit)).broken_at is None
+
+
+async def test_the_labels_returned_to_each_session_are_read_back(tmp_path: Path) -> None:
+    fetched = Label(class_=Class.public, untrusted=True)
+    audit = opened(tmp_path)
+    with trio.fail_after(CAP_S):
+        for rec in (
+            record("c1", session="chat-a", status="started", label=Label(class_=Class.public)),
+            record("c1", session="chat-a", label=fetched),
+            record("c2", session="chat-a", status="denied"),
+            record("c3", session="chat-b"),
+            record("c4", session="chat-c", status="started"),  # no outcome: killed mid-call
+        ):
+            await audit.append(rec, SEPT)
+    again = opened(tmp_path)
+    assert again.returned == {
+        "chat-a": Label(class_=Class.private, untrusted=True),
+        "chat-b": Label(class_=Class.private),
+        "chat-c": UNKNOWN_RESULT,
+    }
+    assert again.broken is None

@@ -29,6 +29,7 @@ from memoryd._config import resolve
 from proto import Class, Label, MemorydConfig, PathsSection
 
 CAP_S = 10
+KEY = b"k" * proto.KEY_BYTES
 
 
 def call(tool: str, args: dict[str, object], call_id: str = "c1") -> Call:
@@ -131,10 +132,11 @@ async def memoryd(nursery: trio.Nursery, short_dir: Path, settings: Settings) ->
 
 
 async def test_the_composite_runtime_sends_memory_calls_to_memoryd(
-    memoryd: Memoryd, settings: Settings, tmp_path: Path
+    memoryd: Memoryd, settings: Settings, approval_key: bytes, tmp_path: Path
 ) -> None:
     other = ScriptedRuntime(RunOutput("ok", "ran elsewhere"))
-    composite = CompositeRuntime(MemoryRuntime(settings.memory_socket, call_timeout_s=CAP_S), other)
+    memory = MemoryRuntime(settings.memory_socket, call_timeout_s=CAP_S, approval_key=approval_key)
+    composite = CompositeRuntime(memory, other)
     edit = call("memory", {"action": "add", "file": "user", "text": "Owner: Ada."})
     with trio.fail_after(CAP_S):
         assert await composite.check(edit, builtin("memory")) is None
@@ -156,9 +158,9 @@ async def test_the_composite_runtime_sends_memory_calls_to_memoryd(
 
 
 async def test_memoryd_checks_the_approval_brokerd_forwards(
-    memoryd: Memoryd, settings: Settings
+    memoryd: Memoryd, settings: Settings, approval_key: bytes
 ) -> None:
-    runtime = MemoryRuntime(settings.memory_socket, call_timeout_s=CAP_S)
+    runtime = MemoryRuntime(settings.memory_socket, call_timeout_s=CAP_S, approval_key=approval_key)
     edit = call("memory", {"action": "add", "file": "memory", "text": "x"})
     with trio.fail_after(CAP_S):
         output = await runtime.run(edit, builtin("memory"), None)
@@ -170,7 +172,8 @@ async def test_memoryd_checks_the_approval_brokerd_forwards(
 @pytest.mark.parametrize("tool", ["recall", "memory"])
 async def test_memoryd_unreachable_is_the_fixed_sentence(settings: Settings, tool: str) -> None:
     composite = CompositeRuntime(
-        MemoryRuntime(settings.memory_socket, call_timeout_s=CAP_S), LocalRuntime()
+        MemoryRuntime(settings.memory_socket, call_timeout_s=CAP_S, approval_key=KEY),
+        LocalRuntime(),
     )
     args: dict[str, object] = (
         {"query": "x"} if tool == "recall" else {"action": "add", "file": "user", "text": "y"}
@@ -196,7 +199,7 @@ async def test_memoryd_too_slow_is_an_error(nursery: trio.Nursery, short_dir: Pa
             proto.BROKER_MEMORY, path, never_answers, shutdown=trio.Event(), task_status=task_status
         )
     )
-    runtime = MemoryRuntime(path, call_timeout_s=0.2)
+    runtime = MemoryRuntime(path, call_timeout_s=0.2, approval_key=KEY)
     with trio.fail_after(CAP_S):
         output = await runtime.run(call("recall", {"query": "x"}), builtin("recall"), None)
     assert output == RunOutput(

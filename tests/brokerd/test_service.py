@@ -64,6 +64,11 @@ def audit_records(home: Path) -> list[dict[str, Any]]:
     ]
 
 
+def outcomes(home: Path) -> list[dict[str, Any]]:
+    """The audit records of outcomes: all but the `started` records of calls that ran."""
+    return [r for r in audit_records(home) if r["status"] != "started"]
+
+
 class Broker:
     """A brokerd and the conversations a test has with it.
 
@@ -200,7 +205,16 @@ async def test_auto_runs_and_is_audited(broker: Broker, notes: Path, home: Path)
     assert reply.status == "ok"
     assert reply.content == f"{notes}: 1 entries\nq3.txt (18 bytes)"
     assert reply.label == Label(class_=Class.private)
-    (record,) = audit_records(home)
+    started, record = audit_records(home)
+    chain = ("status", "prev", "mac")
+    assert {k: v for k, v in started.items() if k not in chain} == {
+        k: v for k, v in record.items() if k not in chain
+    }
+    assert record["prev"] == started["mac"]
+    assert (started["status"], started["taint"]) == (
+        "started",
+        {"class": "private", "untrusted": False},
+    )
     assert record["decision"] == "auto"
     assert record["grant"] == "files"
     assert record["arguments"] == json.dumps({"path": str(notes)}, separators=(",", ":"))
@@ -279,7 +293,12 @@ async def test_ask_waits_for_the_owner_then_runs(
     assert await broker.owner(ApprovalDecide(id=listed.id, approve=True), Ok) == Ok()
     reply = await asked.reply()
     assert (reply.status, reply.content) == ("ok", "launch on Thursday")
-    (record,) = audit_records(home)
+    started, record = audit_records(home)
+    assert (started["decision"], started["approval"], started["status"]) == (
+        "approved",
+        listed.id,
+        "started",
+    )
     assert (record["decision"], record["approval"], record["status"]) == (
         "approved",
         listed.id,
@@ -356,7 +375,7 @@ async def test_loopd_disconnecting_withdraws_the_approval(
 async def test_arguments_are_listed_raw_and_run_as_approved(
     nursery: trio.Nursery, settings: Settings, home: Path
 ) -> None:
-    runtime = configured_runtime(settings)
+    runtime = configured_runtime(settings, b"k" * proto.KEY_BYTES)
     broker = in_memory(settings, runtime)
     text = "**@channel** <b>hi</b>\u202e"
     raw = '{"action": "add", "file": "memory", "text": "' + text.replace("\u202e", "\\u202e") + '"}'
@@ -374,7 +393,7 @@ async def test_arguments_are_listed_raw_and_run_as_approved(
         "memoryd is unreachable, so memory did not run; try again later "
         "(runbook: memoryd-unreachable)"
     )
-    (record,) = audit_records(home)
+    (record,) = outcomes(home)
     assert (record["arguments"], record["decision"], record["status"]) == (
         canonical,
         "approved",
@@ -404,13 +423,14 @@ class HugeRuntime:
 
 async def test_a_result_too_large_for_a_frame_is_an_error(settings: Settings) -> None:
     runtime = CompositeRuntime(
-        MemoryRuntime(settings.memory_socket, call_timeout_s=1), HugeRuntime()
+        MemoryRuntime(settings.memory_socket, call_timeout_s=1, approval_key=b"k" * 32),
+        HugeRuntime(),
     )
     broker = in_memory(settings, runtime, big=grant("big", "auto"))
     reply = await broker.answer(request("big", {}))
     assert reply.status == "error"
     assert reply.content.startswith("the result of big is too large to pass on (frame of")
-    assert audit_records(settings.home)[0]["status"] == "error"
+    assert audit_records(settings.home)[-1]["status"] == "error"
 
 
 async def test_grants_list_shows_grants_and_problems(broker: Broker) -> None:
@@ -430,16 +450,16 @@ async def test_grants_list_shows_grants_and_problems(broker: Broker) -> None:
 async def test_audit_verify_over_the_owner_socket(broker: Broker, notes: Path, home: Path) -> None:
     for i in range(3):
         await broker.answer(request("list_dir", {"path": str(notes)}, call=f"c{i}"))
-    assert await broker.owner(AuditVerify(), AuditVerified) == AuditVerified(records=3, ok=True)
+    assert await broker.owner(AuditVerify(), AuditVerified) == AuditVerified(records=6, ok=True)
     path = next((home / "audit").glob("*.jsonl"))
     lines = path.read_bytes().splitlines(keepends=True)
-    lines[1] = lines[1].replace(b'"call":"c1"', b'"call":"c9"')
+    lines[1] = lines[1].replace(b'"call":"c0"', b'"call":"c9"')
     path.write_bytes(b"".join(lines))
     verdict = await broker.owner(AuditVerify(), AuditVerified)
-    assert (verdict.ok, verdict.records) == (False, 3)
+    assert (verdict.ok, verdict.records) == (False, 6)
     assert verdict.broken_at is not None
     assert verdict.broken_at.startswith(
-        f"{path.name} line 2: its sha256 is not the prev of {path.name} line 3"
+        f"{path.name} line 2: its MAC does not match (the record was changed"
     )
 
 
@@ -484,7 +504,7 @@ async def test_several_grants_for_a_tool_are_told_apart_by_their_paths(
     )
     relative = await broker.answer(request("list_dir", {"path": "docs"}))
     assert (relative.status, relative.content) == ("error", "the path must be absolute, got 'docs'")
-    records = audit_records(home)
+    records = outcomes(home)
     assert [(r["grant"], r["decision"]) for r in records] == [
         ("docs", "auto"),
         (None, "denied"),

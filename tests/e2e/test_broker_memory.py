@@ -121,11 +121,12 @@ async def test_an_approved_edit_is_applied_a_denied_one_is_not_and_the_audit_hol
     assert isinstance(edit, EditRecord)
     assert (edit.approval, edit.call, edit.session) == (notice.approval.id, "call-2", SESSION)
 
-    assert await verify(home) == AuditVerified(records=2, ok=True)
+    assert await verify(home) == AuditVerified(records=3, ok=True)
     (audit_file,) = (home / "audit").glob("*.jsonl")
     records = [json.loads(line) for line in audit_file.read_text().splitlines()]
     assert [(r["call"], r["decision"], r["status"], r["approval"]) for r in records] == [
         ("call-1", "denied", "denied", denied_notice.approval.id),
+        ("call-2", "approved", "started", notice.approval.id),
         ("call-2", "approved", "ok", notice.approval.id),
     ]
     assert {r["grant"] for r in records} == {"builtin-memory"}
@@ -135,6 +136,6 @@ async def test_an_approved_edit_is_applied_a_denied_one_is_not_and_the_audit_hol
     lines[0] = lines[0].replace(b'"decision":"denied"', b'"decision":"approved"')
     audit_file.write_bytes(b"".join(lines))
     broken = await verify(home)
-    assert (broken.ok, broken.records) == (False, 2)
+    assert (broken.ok, broken.records) == (False, 3)
     assert broken.broken_at is not None
     assert broken.broken_at.startswith(f"{audit_file.name} line 1:")

@@ -61,6 +61,7 @@ from ._keys import AUDIT_KEY as AUDIT_KEY
 from ._keys import KEY_BYTES as KEY_BYTES
 from ._keys import KeyUnusable as KeyUnusable
 from ._keys import approval_token as approval_token
+from ._keys import audit_head_mac as audit_head_mac
 from ._keys import ensure_key as ensure_key
 from ._keys import read_key as read_key
 from ._keys import sign as sign
@@ -69,15 +70,19 @@ from ._label import Label as Label
 from ._main import serve_main as serve_main
 from ._messages import *  # noqa: F403  (every kind; the list is _messages.__all__)
 from ._records import AUDIT_GENESIS as AUDIT_GENESIS
+from ._records import AUDIT_HEAD as AUDIT_HEAD
 from ._records import AUDIT_LOG as AUDIT_LOG
 from ._records import EDIT_JOURNAL as EDIT_JOURNAL
 from ._records import RECALL_LOG as RECALL_LOG
+from ._records import AuditHead as AuditHead
 from ._records import AuditRecord as AuditRecord
+from ._records import AuditStatus as AuditStatus
 from ._records import Decision as Decision
 from ._records import EditRecord as EditRecord
 from ._records import HitSource as HitSource
 from ._records import RecallRecord as RecallRecord
 from ._records import Status as Status
+from ._records import audit_mac as audit_mac
 from ._render import for_markdown as for_markdown
 from ._render import for_terminal as for_terminal
 from ._render import from_markdown as from_markdown

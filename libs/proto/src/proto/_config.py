@@ -62,9 +62,14 @@ def config_home(configured: str | None, config_dir: Path) -> Path:
     return home if home.is_absolute() else (config_dir / home).resolve()
 
 
-def home_path(configured: str | None, default: str, home: Path) -> Path:
-    """A configured path (`~` expanded), or `default` under the home."""
-    return Path(configured).expanduser() if configured else home / default
+def home_path(configured: str | None, default: str, home: Path, config_dir: Path) -> Path:
+    """A configured path, or `default` under the home.
+
+    A configured path has `~` expanded and is relative to the config's directory.
+    """
+    if not configured:
+        return home / default
+    return (config_dir / Path(configured).expanduser()).resolve()
 
 
 def peers_of(names: list[str], key: str) -> frozenset[int]:

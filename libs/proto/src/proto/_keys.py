@@ -28,6 +28,7 @@ __all__ = [
     "KEY_BYTES",
     "KeyUnusable",
     "approval_token",
+    "audit_head_mac",
     "ensure_key",
     "read_key",
     "sign",
@@ -103,3 +104,13 @@ def approval_token(
 ) -> str:
     """The token brokerd sends with an approved call: binds the approval to exactly it."""
     return sign(key, "boxmaker approval v1", approval, session, call, tool, arguments)
+
+
+def audit_head_mac(key: bytes, *, records: int, last: str, broken: str | None) -> str:
+    """The MAC of `audit/head`: binds the count to the last record's MAC (and any break).
+
+    Without it, a log cut after record N could be given the head (N, record N's `mac`),
+    which the log itself shows. (An audit record's own MAC is `proto.audit_mac`.)
+    """
+    found = "intact" if broken is None else f"broken: {broken}"
+    return sign(key, "boxmaker audit head v1", str(records), last, found)

@@ -4,8 +4,8 @@
   memory edits (spec §3).
 * `RecallRecord`: a line of `memory/recalls/YYYY-MM.jsonl`, memoryd's recall log: each
   hit's `HitSource`, stable across a reindex (spec §3, §5).
-* `AuditRecord`: a line of `audit/YYYY-MM.jsonl`, brokerd's hash-chained audit log
-  (ARCHITECTURE §5).
+* `AuditRecord`: a line of `audit/YYYY-MM.jsonl`, brokerd's chained audit log
+  (ARCHITECTURE §5), and `AuditHead`, the file `audit/head` that anchors the chain.
 
 They live here, not in the role that writes them, because bxctl reads them too and never
 imports a role. Each is read with `JsonLines` and written with `append_line`.
@@ -18,19 +18,24 @@ from typing import Literal
 import msgspec
 
 from ._jsonl import JsonLines
+from ._keys import sign
 from ._label import Label
 
 __all__ = [
     "AUDIT_GENESIS",
+    "AUDIT_HEAD",
     "AUDIT_LOG",
     "EDIT_JOURNAL",
     "RECALL_LOG",
+    "AuditHead",
     "AuditRecord",
+    "AuditStatus",
     "Decision",
     "EditRecord",
     "HitSource",
     "RecallRecord",
     "Status",
+    "audit_mac",
 ]
 
 Status = Literal["ok", "error", "denied"]
@@ -38,6 +43,10 @@ Status = Literal["ok", "error", "denied"]
 
 Decision = Literal["auto", "approved", "denied", "refused"]
 """How brokerd decided a call: run unasked, approved by the owner, denied, or refused."""
+
+AuditStatus = Literal["started", "ok", "error", "denied"]
+"""An audit record's status: `started` for the record written before a call runs (its
+outcome follows in a record of its own), else the call's outcome (a `Status`)."""
 
 AUDIT_GENESIS = "0" * 64
 """The `prev` of the very first audit record."""
@@ -84,10 +93,23 @@ class RecallRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class AuditRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One decision (ARCHITECTURE §5), plus `reason`: why it was denied or refused.
+    """One line of the audit log (ARCHITECTURE §5), plus `reason`, `taint` and `mac`.
 
-    `prev` is the sha256 of the previous record's line (its bytes without the newline),
-    across month files; the first record's is `AUDIT_GENESIS`.
+    A call that runs (`auto`, or `approved`) has two records with the same `session` and
+    `call`: the decision, `status` `started`, written and fsynced before the tool runs
+    (brokerd runs nothing it could not record), and the outcome, written after. A call
+    that does not run (`denied`, `refused`) has one record, its outcome.
+
+    `label` is the result's label; in a `started` record, the grant's (the least the
+    result will carry). `taint` is the session's label the call was decided under: the
+    stricter of loopd's and what brokerd returned to the session (None in records written
+    before brokerd recorded it). `reason` says why a call was denied or refused, or the
+    owner's words on an approval.
+
+    `mac` is the record's own MAC under brokerd's audit key (`audit_mac`), so no one
+    without the key can write or change a record; `prev` chains the records, the previous
+    record's `mac` (across month files; the first record's is `AUDIT_GENESIS`), so none
+    can be removed, moved or copied either.
     """
 
     time: str
@@ -100,9 +122,26 @@ class AuditRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     decision: Decision
     approval: str | None
     label: Label
-    status: Status
+    status: AuditStatus
     reason: str | None = None
+    taint: Label | None = None
     prev: str = AUDIT_GENESIS
+    mac: str = ""
+
+
+class AuditHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`audit/head`, the anchor of the audit chain, replaced atomically after each append.
+
+    `records` counts the records of every month file; `last` is the last record's `mac`
+    (the `prev` the next record will carry; `AUDIT_GENESIS` when there is none);
+    `broken` is what brokerd found wrong with the log at a start, kept until the owner
+    starts a new log (runbook audit-tampered); `mac` is `proto.audit_head_mac` of the rest.
+    """
+
+    records: int
+    last: str
+    broken: str | None = None
+    mac: str
 
 
 EDIT_JOURNAL: JsonLines[EditRecord] = JsonLines(EditRecord)
@@ -113,3 +152,18 @@ RECALL_LOG: JsonLines[RecallRecord] = JsonLines(RecallRecord)
 
 AUDIT_LOG: JsonLines[AuditRecord] = JsonLines(AuditRecord)
 """The reader of `audit/YYYY-MM.jsonl`."""
+
+AUDIT_HEAD = "head"
+"""The name of the head file in the audit directory."""
+
+_encoder = msgspec.json.Encoder()
+
+
+def audit_mac(key: bytes, record: AuditRecord) -> str:
+    """An audit record's MAC: HMAC-SHA256 under `key` of its line with `mac` left empty.
+
+    A record is its line as msgspec encodes it, so a reader checks both that the line is
+    that encoding and that its `mac` is this.
+    """
+    unsigned = _encoder.encode(msgspec.structs.replace(record, mac=""))
+    return sign(key, "boxmaker audit record v1", unsigned)

@@ -2,7 +2,9 @@
 
 It decides every tool call loopd sends against the grants, asks the owner where a grant
 says `ask`, runs granted calls (recall and memory at memoryd, the rest in the configured
-runtime) and appends one hash-chained audit record per decision.
+runtime) and records every decision in its signed audit log (before a call runs, and
+its outcome after). It keeps each session's label from what it returned to it, so a
+session cannot claim to be less tainted than brokerd knows it is.
 """
 
 from ._config import Settings as Settings

@@ -1,16 +1,34 @@
-"""The audit log: one record per decision, hash-chained, in `audit/YYYY-MM.jsonl`.
+"""The audit log, `audit/YYYY-MM.jsonl`, signed with brokerd's key; its head, `audit/head`.
 
-The record is `proto.AuditRecord`. Each record's `prev` is the sha256 of the previous
-record's line (its bytes without the newline), across month files; the first record's
-is `proto.AUDIT_GENESIS`. A record is appended whole, with one `write` on an O_APPEND
-descriptor, and fsynced. `verify` walks the chain and names the first broken record;
-brokerd also remembers the hash of the last line it wrote, so a change to the newest
-record, or a removed tail, is found too.
+Records are `proto.AuditRecord`. Each carries its own MAC under brokerd's audit key
+(`proto.audit_mac`) and, as `prev`, the MAC of the record before it, across month files
+(the first record's is `proto.AUDIT_GENESIS`). The head (`proto.AuditHead`) holds the
+number of records and the last one's MAC, under a MAC of its own, and is replaced
+atomically after every append. So a changed or forged record fails its MAC, a removed,
+moved or copied one breaks the chain, a cut tail no longer matches the head, and none of
+that can be re-signed or re-anchored without the key.
+
+Appending writes the line (one `write`, fsync), then the head. If either fails, the line
+is cut back and `append` raises OSError: the record is not on record, and the caller
+must not run the call it describes.
+
+At start (`open`) the whole log is walked and checked against the head. Records after
+the head that are brokerd's (their MACs hold) are a crash between a record and its head,
+and are taken in. What does not match is a warning (runbook audit-tampered) and is kept
+in the head, so that `verify` fails from then on, across restarts, until the owner
+starts a new log. The same walk gives each session's label as brokerd returned it: the
+labels of the results it sent.
+
+`verify` walks the log again and checks it against the head on disk and against what
+this brokerd wrote last (its count and last MAC, in memory), which also catches a log
+and head both put back to an earlier copy while brokerd runs.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import dataclasses
+import hmac
 import logging
 import os
 import re
@@ -21,27 +39,32 @@ import msgspec
 import trio
 
 import proto
-from proto import AUDIT_GENESIS, AUDIT_LOG, AuditRecord
+from proto import AUDIT_GENESIS, AUDIT_HEAD, AUDIT_LOG, AuditHead, AuditRecord, Class, Label
 
-__all__ = ["Audit", "Verdict"]
+__all__ = ["AUDIT_TAMPERED", "AUDIT_UNWRITABLE", "UNKNOWN_RESULT", "Audit", "Verdict"]
 
 log = logging.getLogger("brokerd.audit")
 
+AUDIT_TAMPERED = "audit-tampered"
+"""The runbook entry for a log that does not match its chain or its head."""
+
+AUDIT_UNWRITABLE = "audit-unwritable"
+"""The runbook entry for a call refused because its record could not be written."""
+
+UNKNOWN_RESULT = Label(class_=Class.secret, untrusted=True)
+"""The label counted for a call whose outcome is not in the log: it may have reached its
+session, and what it carried is unknown, so it counts as the worst (as damage does)."""
+
 _MONTH_FILE = re.compile(r"\d{4}-\d{2}\.jsonl")
+_encoder = msgspec.json.Encoder()
+_head_decoder = msgspec.json.Decoder(AuditHead)
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
-    """What `verify` found: how many records, and the first broken one if any."""
+    """What `verify` found: how many records, and the first thing broken if any."""
 
     records: int
     broken_at: str | None = None
-
-
-_encoder = msgspec.json.Encoder()
-
-
-def _digest(line: bytes) -> str:
-    return hashlib.sha256(line).hexdigest()
 
 
 def _month_files(directory: Path) -> list[Path]:
@@ -50,89 +73,291 @@ def _month_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if _MONTH_FILE.fullmatch(p.name))
 
 
+def _records(n: int) -> str:
+    return f"{n:,} record" if n == 1 else f"{n:,} records"
+
+
+@dataclasses.dataclass
+class _Walk:
+    """What one pass over the log found."""
+
+    records: int = 0
+    last: str = AUDIT_GENESIS
+    """The last record's MAC: the `prev` the next record must carry."""
+    last_where: str = "the start of the log"
+    broken: str | None = None
+    """The first place where the chain does not hold."""
+    marked: str | None = None
+    """The MAC of record number `mark` (`walk`'s argument), if the log has that many."""
+    labels: dict[str, Label] = dataclasses.field(default_factory=dict)
+    """Per session, the labels of the outcomes brokerd recorded, joined."""
+    unfinished: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    """(session, call) of `started` records without an outcome, and where each is."""
+
+    def note(self, record: AuditRecord, where: str) -> None:
+        key = (record.session, record.call)
+        if record.status == "started":
+            self.unfinished[key] = where
+            return
+        self.unfinished.pop(key, None)
+        seen = self.labels.get(record.session)
+        self.labels[record.session] = record.label if seen is None else seen.join(record.label)
+
+
+def _walk(directory: Path, key: bytes, *, mark: int | None = None) -> _Walk:
+    """Read every record in order, following the chain; blocking."""
+    walk = _Walk(marked=AUDIT_GENESIS if mark == 0 else None)
+    for path in _month_files(directory):
+        read_to = 0
+        for line in AUDIT_LOG.lines(path):
+            where = f"{path.name} line {line.number}"
+            read_to = line.end
+            walk.records += 1
+            record = line.record
+            if walk.broken is None:
+                walk.broken = _check(key, line, where, walk)
+            walk.last = record.mac if record is not None else ""
+            walk.last_where = where
+            if walk.records == mark:
+                walk.marked = walk.last
+            if record is not None:
+                walk.note(record, where)
+        if torn := path.stat().st_size - read_to:
+            log.warning("%s ends in a torn line of %d bytes; skipped it", path, torn)
+    return walk
+
+
+def _check(key: bytes, line: proto.Line[AuditRecord], where: str, walk: _Walk) -> str | None:
+    """What is wrong with the line at `where`, the log before it being intact; or None."""
+    record = line.record
+    if record is None:
+        return f"{where}: not an audit record ({line.problem})"
+    if _encoder.encode(record) != line.raw or not hmac.compare_digest(
+        proto.audit_mac(key, record), record.mac
+    ):
+        return (
+            f"{where}: its MAC does not match (the record was changed, or written without "
+            "brokerd's key)"
+        )
+    if record.prev == walk.last:
+        return None
+    if walk.records == 1:
+        return f"{where}: the first record's prev is not 64 zeros (records before it were removed)"
+    return (
+        f"{where}: its prev is not the MAC of {walk.last_where} (records were removed, "
+        "moved or copied between them)"
+    )
+
+
+def _cut_back(path: Path, size: int) -> None:
+    """Take back a line that was not made durable; the caller reports the failure."""
+    try:
+        os.truncate(path, size)
+    except OSError as exc:
+        log.error(
+            "the audit line that failed could not be cut back from %s (%s); verify will name "
+            "it (runbook: %s)",
+            path,
+            exc,
+            AUDIT_UNWRITABLE,
+        )
+
+
 class Audit:
     """The writer and verifier of `{home}/audit`; one per brokerd."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, key_path: Path) -> None:
         self.directory = directory
+        self.key_path = key_path
+        self.head_path = directory / AUDIT_HEAD
+        self.returned: dict[str, Label] = {}
+        """Per session, the labels of the results brokerd returned to it (from `open`)."""
         self._lock = trio.Lock()
+        self._key = b""
+        self._count = 0
         self._last = AUDIT_GENESIS
+        self._broken: str | None = None
 
     def open(self) -> None:
-        """Create the directory (0700), drop a torn final line, find the chain's head.
+        """Create the directory (0700) and the key, drop torn tails, check the log.
 
         Blocking: call it at start.
+
+        Raises:
+            OSError: the directory, the log or the head cannot be read or written.
+            proto.KeyUnusable: the audit key cannot be used.
         """
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.directory, 0o700)
-        files = _month_files(self.directory)
-        if not files:
-            return
-        for path in reversed(files):
-            last = None
+        self._key = proto.ensure_key(self.key_path)
+        for path in _month_files(self.directory):
+            whole = 0
             for line in AUDIT_LOG.lines(path):
-                last = line
-            end = last.end if last is not None else 0
-            if path == files[-1] and (torn := path.stat().st_size - end):
+                whole = line.end
+            if torn := path.stat().st_size - whole:
                 # A crash in the middle of a write: that line never was a record.
                 log.warning("%s ends in a torn line of %d bytes; removed it", path, torn)
-                os.truncate(path, end)
-            if last is not None:
-                self._last = _digest(last.raw)
-                return
+                os.truncate(path, whole)
+        head, head_problem = self._read_head()
+        walk = _walk(self.directory, self._key, mark=head.records if head else None)
+        findings = [walk.broken] if walk.broken else []
+        if head_problem is not None:
+            findings.append(head_problem)
+        elif head is None and walk.records:
+            findings.append(
+                f"the head file {self.head_path} is missing, and the log holds "
+                f"{_records(walk.records)}"
+            )
+        elif head is not None:
+            findings += self._against(head, walk)
+        for finding in findings:
+            log.warning(
+                "the audit log is not as brokerd wrote it: %s (runbook: %s)",
+                finding,
+                AUDIT_TAMPERED,
+            )
+        broken = head.broken if head is not None else None
+        if broken is not None:
+            log.warning("the audit log was found broken: %s (runbook: %s)", broken, AUDIT_TAMPERED)
+        elif findings:
+            broken = f"found at start-up on {proto.utc_stamp()}: {'; '.join(findings)}"
+        for (session, call), where in walk.unfinished.items():
+            log.warning(
+                "call %s of session %s (%s) has no outcome in the audit log (brokerd stopped "
+                "while it ran, or its outcome could not be written); its session counts as %s",
+                call,
+                session,
+                where,
+                UNKNOWN_RESULT.describe(),
+            )
+            seen = walk.labels.get(session)
+            walk.labels[session] = UNKNOWN_RESULT if seen is None else seen.join(UNKNOWN_RESULT)
+        self.returned = walk.labels
+        self._count, self._last, self._broken = walk.records, walk.last, broken
+        if head != self._head():
+            proto.write_atomically(self.head_path, _encoder.encode(self._head()))
 
-    async def append(self, record: AuditRecord, now: datetime) -> None:
-        """Chain `record` to the last one and append it to the month of `now`.
+    @property
+    def broken(self) -> str | None:
+        """What was found wrong with the log at start (kept across restarts), if anything."""
+        return self._broken
+
+    def _against(self, head: AuditHead, walk: _Walk) -> list[str]:
+        """What does not match between a genuine head and the log; [] when it all does."""
+        if head.records > walk.records:
+            return [
+                f"the log holds {_records(walk.records)} but its head says {head.records:,}: "
+                "records were removed from its end"
+            ]
+        if walk.marked != head.last:
+            return [
+                f"record {head.records:,} of the log is not the one its head names: records "
+                "were changed, or the log was cut and other records put in their place"
+            ]
+        if head.records < walk.records and walk.broken is None:
+            log.warning(
+                "the audit head was %s behind the log (brokerd stopped between writing a "
+                "record and its head); brought it up to date",
+                _records(walk.records - head.records),
+            )
+        return []
+
+    def _head(self) -> AuditHead:
+        """The head for what this brokerd has written."""
+        mac = proto.audit_head_mac(
+            self._key, records=self._count, last=self._last, broken=self._broken
+        )
+        return AuditHead(records=self._count, last=self._last, broken=self._broken, mac=mac)
+
+    def _read_head(self) -> tuple[AuditHead | None, str | None]:
+        """The head on disk (None when there is none), or the sentence why it is unusable.
 
         Raises:
-            OSError: the line could not be written; the chain is left as it was.
+            OSError: it exists but cannot be read.
+        """
+        try:
+            data = self.head_path.read_bytes()
+        except FileNotFoundError:
+            return None, None
+        try:
+            head = _head_decoder.decode(data)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            return None, f"the head file {self.head_path} is not a head ({exc})"
+        mac = proto.audit_head_mac(
+            self._key, records=head.records, last=head.last, broken=head.broken
+        )
+        if not hmac.compare_digest(mac, head.mac):
+            return None, (
+                f"the head file {self.head_path} is not brokerd's: its MAC does not match "
+                "(it was edited or replaced)"
+            )
+        return head, None
+
+    async def append(self, record: AuditRecord, now: datetime) -> None:
+        """Chain `record` to the last one, append it to the month of `now`, move the head.
+
+        Raises:
+            OSError: the record could not be made durable; it is not in the log (its line
+                was cut back) and the chain is left as it was.
         """
         async with self._lock:
-            line = _encoder.encode(msgspec.structs.replace(record, prev=self._last))
-            path = proto.month_file(self.directory, now)
-            await trio.to_thread.run_sync(proto.append_line, path, line)
-            self._last = _digest(line)
+            await trio.to_thread.run_sync(self._append_now, record, now)
+
+    def _append_now(self, record: AuditRecord, now: datetime) -> None:
+        chained = msgspec.structs.replace(record, prev=self._last)
+        signed = msgspec.structs.replace(chained, mac=proto.audit_mac(self._key, chained))
+        line = _encoder.encode(signed)
+        path = proto.month_file(self.directory, now)
+        before = self._head()
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        self._count, self._last = self._count + 1, signed.mac
+        try:
+            proto.append_line(path, line)
+            proto.write_atomically(self.head_path, _encoder.encode(self._head()))
+        except OSError:
+            self._count, self._last = before.records, before.last
+            _cut_back(path, size)
+            with contextlib.suppress(OSError):  # in case the new head was renamed in
+                proto.write_atomically(self.head_path, _encoder.encode(before))
+            raise
 
     async def verify(self) -> Verdict:
-        """Walk the chain from the first record; name the first broken one."""
+        """Walk the chain from the first record; name the first thing broken."""
         async with self._lock:
             return await trio.to_thread.run_sync(self.verify_now)
 
     def verify_now(self) -> Verdict:
         """`verify`, blocking; the caller keeps writers out."""
-        expected = AUDIT_GENESIS
-        count = 0
-        previous = "the start of the log"
-        for path in _month_files(self.directory):
-            read_to = 0
-            for line in AUDIT_LOG.lines(path):
-                where = f"{path.name} line {line.number}"
-                count += 1
-                read_to = line.end
-                if line.record is None:
-                    return Verdict(
-                        records=count, broken_at=f"{where}: not an audit record ({line.problem})"
-                    )
-                if line.record.prev != expected:
-                    if expected == AUDIT_GENESIS:
-                        reason = "the first record's prev is not 64 zeros"
-                        return Verdict(records=count, broken_at=f"{where}: {reason}")
-                    return Verdict(
-                        records=count,
-                        broken_at=f"{previous}: its sha256 is not the prev of {where} "
-                        "(it was changed, or a record after it was removed)",
-                    )
-                expected = _digest(line.raw)
-                previous = where
-            torn = path.stat().st_size - read_to
-            if torn:
-                log.warning("%s ends in a torn line of %d bytes; skipped it", path, torn)
-        if expected != self._last:
-            if count == 0:
-                return Verdict(records=0, broken_at="the log is empty but records were written")
+        walk = _walk(self.directory, self._key)
+        if walk.broken is not None:
+            return Verdict(records=walk.records, broken_at=walk.broken)
+        if self._broken is not None:
+            return Verdict(records=walk.records, broken_at=self._broken)
+        if walk.records != self._count:
+            more = "added that brokerd did not write"
+            less = "removed from its end"
             return Verdict(
-                records=count,
-                broken_at=f"{previous}: its sha256 is not that of the last record brokerd "
-                "wrote (it was changed, or records after it were removed)",
+                records=walk.records,
+                broken_at=f"the log holds {_records(walk.records)} but brokerd has written "
+                f"{self._count:,}: records were {less if walk.records < self._count else more}",
             )
-        return Verdict(records=count)
+        if walk.last != self._last:
+            return Verdict(
+                records=walk.records,
+                broken_at=f"{walk.last_where}: it is not the record brokerd wrote last (it was "
+                "changed, or the log was replaced)",
+            )
+        head, problem = self._read_head()
+        if problem is not None:
+            return Verdict(records=walk.records, broken_at=problem)
+        if head != self._head():
+            missing = head is None
+            return Verdict(
+                records=walk.records,
+                broken_at=f"the head file {self.head_path} "
+                + ("is missing" if missing else "is not the one brokerd wrote last (replaced)"),
+            )
+        return Verdict(records=walk.records)

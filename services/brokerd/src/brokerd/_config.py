@@ -27,6 +27,10 @@ class Settings:
     admin_socket: Path
     read_timeout_s: float
     drain_s: float
+    approval_key: Path
+    """`[keys] approval`: brokerd signs each approved call it forwards to memoryd with it."""
+    audit_key: Path
+    """`[keys] audit`: brokerd's own; the audit log's chain and head are HMACs under it."""
 
     @property
     def grants_dir(self) -> Path:
@@ -46,7 +50,11 @@ def load_settings(config_path: Path) -> Settings:
 
 
 def resolve(config: proto.BrokerdConfig, *, config_dir: Path) -> Settings:
-    """Turn a decoded config into absolute paths (a relative home is next to the config)."""
+    """Turn a decoded config into absolute paths.
+
+    A relative home or key path is relative to the config's directory; the keys default
+    to `{home}/keys/approval.key` and `{home}/keys/audit.key`.
+    """
     home = proto.config_home(config.paths.home, config_dir)
 
     def socket(configured: str | None, spec: proto.Socket) -> Path:
@@ -62,4 +70,6 @@ def resolve(config: proto.BrokerdConfig, *, config_dir: Path) -> Settings:
         admin_socket=socket(config.sockets.admin, proto.OWNER_BROKER),
         read_timeout_s=config.sockets.read_timeout_s,
         drain_s=config.sockets.drain_s,
+        approval_key=proto.home_path(config.keys.approval, proto.APPROVAL_KEY, home, config_dir),
+        audit_key=proto.home_path(config.keys.audit, proto.AUDIT_KEY, home, config_dir),
     )

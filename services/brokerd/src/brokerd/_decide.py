@@ -3,22 +3,36 @@
 Parse the arguments → find the grant (of several for a file or web tool, the one whose
 paths or hosts admit the call) → check the session's taint against `max_taint` →
 `deny`, or ask the runtime whether the call can run at all → `auto`: run it; `ask`:
-hold it pending for the owner, then run it or deny it. Every outcome, whatever it is,
-appends exactly one audit record and answers with a `tool_response` whose sentence
-says exactly why.
+hold it pending for the owner, then run it or deny it. Every call is answered with a
+`tool_response` whose sentence says exactly why.
+
+The audit fails closed. A call that will run gets its decision record (`started`)
+written and fsynced first; if that cannot be done, the call does not run and the model
+reads `AUDIT_UNWRITABLE`. Its outcome record follows once it ran (a failure to write
+that one is logged: the decision is on record, and the answer goes out). A call that
+does not run gets one record, its outcome.
+
+The session's taint is the stricter of loopd's word and brokerd's own: the labels of
+everything brokerd returned to that session (rebuilt from the audit log at start), so
+a session that was sent untrusted text cannot claim to be trusted.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from datetime import datetime
 from functools import partial
 from typing import Protocol
+
+import msgspec
+import trio
 
 import proto
 from proto import (
     ApprovalPending,
     AuditRecord,
+    AuditStatus,
     Decision,
     Label,
     Message,
@@ -31,15 +45,25 @@ from proto import (
 
 from ._approvals import Approvals
 from ._arguments import ArgumentsRefused, check_tool_name, parse_arguments
-from ._audit import Audit
+from ._audit import AUDIT_UNWRITABLE, Audit
 from ._grants import Grant, GrantSet
 from ._runtimes import Call, RunOutput, Runtime, run_call
 
-__all__ = ["Decider", "Peer"]
+__all__ = ["AUDIT_UNWRITABLE_SENTENCE", "INTERRUPTED", "Decider", "Peer"]
 
 log = logging.getLogger("brokerd.decide")
 
 _MAX_REASON_CHARS = 1000
+_CLEANUP_S = 5.0
+
+AUDIT_UNWRITABLE_SENTENCE = (
+    "the audit log cannot be written ({error}), so {tool} did not run; try again later "
+    f"(runbook: {AUDIT_UNWRITABLE})"
+)
+"""Fixed apart from the error and the tool: a call whose decision could not be recorded."""
+
+INTERRUPTED = "brokerd stopped before {tool} finished; it may have run in part"
+"""The outcome recorded for a call cut off by brokerd's shutdown (no answer went out)."""
 
 
 class Peer(Protocol):
@@ -66,6 +90,19 @@ class _Decided:
     label: Label = dataclasses.field(default_factory=Label)
     approval: str | None = None
     reason: str | None = None
+    unrecorded: bool = False
+    """True for the refusal of a call whose record could not be written: none is tried."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """A call decided to run: unasked (`auto`) or `approved` by the owner."""
+
+    call: Call
+    grant: Grant
+    decision: Decision
+    approval: str | None = None
+    reason: str | None = None
 
 
 class Decider:
@@ -78,13 +115,38 @@ class Decider:
         self.approvals = approvals
         self.audit = audit
         self.runtime = runtime
+        self.returned: dict[str, Label] = dict(audit.returned)
+        """Per session, the labels of everything brokerd returned to it, joined."""
+
+    def taint(self, request: proto.ToolRequest) -> Label:
+        """The session's taint: the stricter of loopd's word and what brokerd returned to it."""
+        own = self.returned.get(request.session)
+        if own is None:
+            return request.taint
+        taint = request.taint.join(own)
+        if taint != request.taint:
+            log.warning(
+                "session %s claims taint %s, but brokerd returned %s to it; deciding call %s "
+                "under %s",
+                request.session,
+                request.taint.describe(),
+                own.describe(),
+                request.call.id,
+                taint.describe(),
+            )
+        return taint
 
     async def decide(self, request: proto.ToolRequest, peer: Peer) -> ToolResponse:
         """Decide one call and answer it; `request.approval` from loopd is ignored."""
-        decided = await self._decide(request, peer)
-        return await self._finish(request, decided)
+        taint = self.taint(request)
+        decided = await self._decide(request, taint, peer)
+        if isinstance(decided, _Run):
+            decided = await self._run(request, taint, decided)
+        return await self._finish(request, taint, decided)
 
-    async def _decide(self, request: proto.ToolRequest, peer: Peer) -> _Decided:
+    async def _decide(
+        self, request: proto.ToolRequest, taint: Label, peer: Peer
+    ) -> _Decided | _Run:
         tool = request.call.name
         try:
             check_tool_name(tool)
@@ -100,7 +162,7 @@ class Decider:
             call_id=request.call.id,
             tool=tool,
             arguments=arguments,
-            taint=request.taint,
+            taint=taint,
         )
         grant = candidates[0]
         if len(candidates) > 1:
@@ -108,13 +170,13 @@ class Decider:
             if isinstance(chosen, _Decided):
                 return chosen
             grant = chosen
-        if request.taint.class_.rank > grant.max_taint.rank:
+        if taint.class_.rank > grant.max_taint.rank:
             return _Decided(
                 canonical,
                 grant,
                 "denied",
                 "denied",
-                f"this session has seen {request.taint.class_} content; the grant "
+                f"this session has seen {taint.class_} content; the grant "
                 f"{grant.name} allows {tool} only up to {grant.max_taint}",
             )
         if grant.mode == "deny":
@@ -126,7 +188,7 @@ class Decider:
             decision: Decision = "denied" if refusal.status == "denied" else "refused"
             return _Decided(canonical, grant, decision, refusal.status, refusal.content)
         if grant.mode == "auto":
-            return _ran(canonical, grant, "auto", await run_call(self.runtime, call, grant, None))
+            return _Run(call, grant, "auto")
         return await self._ask(call, grant, peer)
 
     async def _choose(self, call: Call, candidates: tuple[Grant, ...]) -> Grant | _Decided:
@@ -155,7 +217,7 @@ class Decider:
         outside = "; ".join(r.content for r in refusals)
         return _Decided(canonical, None, "denied", "denied", outside)
 
-    async def _ask(self, call: Call, grant: Grant, peer: Peer) -> _Decided:
+    async def _ask(self, call: Call, grant: Grant, peer: Peer) -> _Decided | _Run:
         canonical = call.arguments.canonical
         pending = PendingApproval(
             id=self.approvals.new_id(),
@@ -174,11 +236,114 @@ class Decider:
             return _Decided(
                 canonical, grant, "denied", "denied", outcome.sentence, approval=pending.id
             )
-        output = await run_call(self.runtime, call, grant, pending.id)
         said = f"approved by the owner: {outcome.sentence}" if outcome.sentence else None
-        return _ran(canonical, grant, "approved", output, approval=pending.id, reason=said)
+        return _Run(call, grant, "approved", approval=pending.id, reason=said)
 
-    async def _finish(self, request: proto.ToolRequest, decided: _Decided) -> ToolResponse:
+    async def _run(self, request: proto.ToolRequest, taint: Label, run: _Run) -> _Decided:
+        """Record the decision durably, then run the call; refuse it if it cannot be recorded."""
+        canonical = run.call.arguments.canonical
+        now = utc_now()
+        started = self._record(
+            request,
+            taint,
+            now,
+            arguments=canonical,
+            grant=run.grant,
+            decision=run.decision,
+            approval=run.approval,
+            label=run.grant.label,
+            status="started",
+            reason=run.reason,
+        )
+        try:
+            await self.audit.append(started, now)
+        except OSError as exc:
+            log.error(
+                "%s call %s in session %s refused: its audit record cannot be written: %s "
+                "(runbook: %s)",
+                run.call.tool,
+                run.call.call_id,
+                run.call.session,
+                exc,
+                AUDIT_UNWRITABLE,
+            )
+            refusal = AUDIT_UNWRITABLE_SENTENCE.format(
+                error=exc.strerror or exc, tool=run.call.tool
+            )
+            return _Decided(
+                canonical,
+                run.grant,
+                "refused",
+                "error",
+                refusal,
+                approval=run.approval,
+                unrecorded=True,
+            )
+        finished = False
+        try:
+            output = await run_call(self.runtime, run.call, run.grant, run.approval)
+            finished = True
+        finally:
+            if not finished:  # cancelled: shutdown cut it off, and no answer goes out
+                now = utc_now()
+                interrupted = msgspec.structs.replace(
+                    started,
+                    time=utc_stamp(now),
+                    label=Label(),
+                    status="error",
+                    reason=INTERRUPTED.format(tool=run.call.tool),
+                )
+                with trio.move_on_after(_CLEANUP_S, shield=True):
+                    await self._append(interrupted, now)
+        return _ran(
+            canonical, run.grant, run.decision, output, approval=run.approval, reason=run.reason
+        )
+
+    def _record(
+        self,
+        request: proto.ToolRequest,
+        taint: Label,
+        now: datetime,
+        *,
+        arguments: str,
+        grant: Grant | None,
+        decision: Decision,
+        approval: str | None,
+        label: Label,
+        status: AuditStatus,
+        reason: str | None,
+    ) -> AuditRecord:
+        return AuditRecord(
+            time=utc_stamp(now),
+            session=request.session,
+            call=request.call.id,
+            tool=request.call.name,
+            arguments=arguments,
+            grant=grant.name if grant else None,
+            grant_sha256=grant.grant_sha256 if grant else None,
+            decision=decision,
+            approval=approval,
+            label=label,
+            status=status,
+            reason=reason,
+            taint=taint,
+        )
+
+    async def _append(self, record: AuditRecord, now: datetime) -> None:
+        """Append an outcome record; a failure is logged (the call's answer still goes out)."""
+        try:
+            await self.audit.append(record, now)
+        except OSError as exc:
+            log.error(
+                "the audit record of the outcome of call %s could not be written: %s (runbook: %s)",
+                record.call,
+                exc,
+                AUDIT_UNWRITABLE,
+            )
+
+    async def _finish(
+        self, request: proto.ToolRequest, taint: Label, decided: _Decided
+    ) -> ToolResponse:
         response = ToolResponse(
             call_id=request.call.id,
             status=decided.status,
@@ -193,28 +358,30 @@ class Decider:
             response = ToolResponse(
                 call_id=request.call.id, status="error", content=too_large, label=decided.label
             )
-        now = utc_now()
         reason = decided.reason
         if reason is None and decided.status != "ok":
             reason = decided.content[:_MAX_REASON_CHARS]
-        record = AuditRecord(
-            time=utc_stamp(now),
-            session=request.session,
-            call=request.call.id,
-            tool=request.call.name,
-            arguments=decided.arguments,
-            grant=decided.grant.name if decided.grant else None,
-            grant_sha256=decided.grant.grant_sha256 if decided.grant else None,
-            decision=decided.decision,
-            approval=decided.approval,
-            label=decided.label,
-            status=decided.status,
-            reason=reason,
+        if not decided.unrecorded:
+            now = utc_now()
+            await self._append(
+                self._record(
+                    request,
+                    taint,
+                    now,
+                    arguments=decided.arguments,
+                    grant=decided.grant,
+                    decision=decided.decision,
+                    approval=decided.approval,
+                    label=decided.label,
+                    status=decided.status,
+                    reason=reason,
+                ),
+                now,
+            )
+        seen = self.returned.get(request.session)
+        self.returned[request.session] = (
+            response.label if seen is None else seen.join(response.label)
         )
-        try:
-            await self.audit.append(record, now)
-        except OSError as exc:
-            log.error("the audit record of call %r could not be written: %s", request.call.id, exc)
         log.info(
             "%s %r call %r in session %s: %s",
             decided.decision,

@@ -6,6 +6,10 @@ parse, names recall or memory, or carries constraints its tool does not take, is
 problem (runbook grants-invalid); the other grants still load. Several files may grant
 read_file, list_dir or http_fetch (told apart by their paths or hosts); several for any
 other tool are all load problems. Grants are read once, at start.
+
+Loading one file can fail in any way (a parser's RecursionError on deep nesting, a
+file larger than any grant, a read error): every failure but cancellation is that file's
+problem, never brokerd's, so one hostile file cannot stop brokerd from serving the rest.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ __all__ = [
     "BUILTIN_MEMORY_TEXT",
     "BUILTIN_RECALL_TEXT",
     "BUILT_IN_POLICY",
+    "MAX_GRANT_BYTES",
     "SHAREABLE",
     "Grant",
     "GrantInvalid",
@@ -74,6 +79,9 @@ _HOST = re.compile(
     r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*"
     r"|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?"
 )
+
+MAX_GRANT_BYTES = 64 << 10
+"""A grant file is a few lines; a larger one is refused before it is read whole."""
 
 ToolName = Annotated[str, msgspec.Meta(pattern=r"\A[a-z][a-z0-9_]{0,63}\Z")]
 Mode = Literal["auto", "ask", "deny"]
@@ -143,6 +151,8 @@ def parse_grant(name: str, data: bytes, *, builtin: bool = False) -> Grant:
         spec = msgspec.toml.decode(data, type=GrantFile)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise GrantInvalid(lower_first(str(exc))) from None
+    except RecursionError:
+        raise GrantInvalid("nested too deeply to parse") from None
     if spec.tool in ("recall", "memory") and not builtin:
         raise GrantInvalid(BUILT_IN_POLICY)
     given = {key for key in ("paths", "hosts", "patterns") if getattr(spec.constraints, key)}
@@ -201,6 +211,17 @@ class GrantSet:
         return [g.info() for g in sorted(every, key=lambda g: (not g.builtin, g.name))]
 
 
+def _read_capped(path: Path) -> bytes:
+    """The file's bytes; `GrantInvalid` when it holds more than `MAX_GRANT_BYTES`."""
+    with path.open("rb") as f:
+        data = f.read(MAX_GRANT_BYTES + 1)
+    if len(data) > MAX_GRANT_BYTES:
+        raise GrantInvalid(
+            f"larger than {MAX_GRANT_BYTES // 1024} KiB; a grant file is a few lines"
+        )
+    return data
+
+
 def load_grants(directory: Path) -> GrantSet:
     """Read every `*.toml` in `directory` (missing: none) next to the built-in grants.
 
@@ -217,11 +238,15 @@ def load_grants(directory: Path) -> GrantSet:
                 raise GrantInvalid(
                     "builtin-… names are reserved for built-in grants; rename the file"
                 )
-            loaded.append(parse_grant(path.stem, path.read_bytes()))
+            loaded.append(parse_grant(path.stem, _read_capped(path)))
         except GrantInvalid as exc:
             problems.append(GrantProblem(file=path.name, message=str(exc)))
         except OSError as exc:
             problems.append(GrantProblem(file=path.name, message=f"cannot read: {exc.strerror}"))
+        except Exception as exc:  # a parser's bug is this file's problem, not brokerd's
+            log.warning("grant %s failed to load", path.name, exc_info=True)
+            message = f"cannot be loaded ({type(exc).__name__}: {str(exc)[:200]})"
+            problems.append(GrantProblem(file=path.name, message=message))
     by_tool: dict[str, list[Grant]] = {}
     for grant in loaded:
         by_tool.setdefault(grant.tool, []).append(grant)

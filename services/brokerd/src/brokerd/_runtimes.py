@@ -96,23 +96,41 @@ class RefusingRuntime:
 
 
 class MemoryRuntime:
-    """Sends recall and memory calls to memoryd's broker socket as `tool_request`."""
+    """Sends recall and memory calls to memoryd's broker socket as `tool_request`.
 
-    def __init__(self, socket: Path, *, call_timeout_s: float) -> None:
+    An approved call carries its approval id and a token that binds it to exactly this
+    call (`proto.approval_token` under the approval key, which memoryd also reads), so
+    memoryd can check that the owner approved what it is asked to apply.
+    """
+
+    def __init__(self, socket: Path, *, call_timeout_s: float, approval_key: bytes) -> None:
         self.socket = socket
         self.call_timeout_s = call_timeout_s
+        self._approval_key = approval_key
 
     async def check(self, call: Call, grant: Grant) -> RunOutput | None:
         """Nothing to refuse early: memoryd checks the content when it applies the call."""
         return None
 
     async def run(self, call: Call, grant: Grant, approval: str | None) -> RunOutput:
-        """Forward the call, with the canonical arguments and the approval id."""
+        """Forward the call, with the canonical arguments, the approval id and its token."""
+        canonical = call.arguments.canonical
+        token = None
+        if approval is not None:
+            token = proto.approval_token(
+                self._approval_key,
+                approval=approval,
+                session=call.session,
+                call=call.call_id,
+                tool=call.tool,
+                arguments=canonical,
+            )
         request = ToolRequest(
             session=call.session,
-            call=ToolCall(id=call.call_id, name=call.tool, arguments=call.arguments.canonical),
+            call=ToolCall(id=call.call_id, name=call.tool, arguments=canonical),
             taint=call.taint,
             approval=approval,
+            token=token,
         )
         try:
             with trio.fail_after(self.call_timeout_s):

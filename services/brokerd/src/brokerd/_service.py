@@ -29,7 +29,7 @@ from proto import (
 )
 
 from . import _approvals
-from ._audit import Audit
+from ._audit import AUDIT_TAMPERED, Audit
 from ._config import Settings
 from ._decide import Decider
 from ._grants import GrantSet, load_grants
@@ -44,33 +44,50 @@ GRANTS_INVALID = "grants-invalid"
 """The runbook entry for grant files that failed to load."""
 
 
-def configured_runtime(settings: Settings, limits: LocalLimits | None = None) -> Runtime:
+def configured_runtime(
+    settings: Settings, approval_key: bytes, limits: LocalLimits | None = None
+) -> Runtime:
     """The composite runtime: memoryd for recall and memory, `[runtime] kind` for the rest."""
     other: Runtime = LocalRuntime(limits) if settings.runtime == "local" else RefusingRuntime()
-    memory = MemoryRuntime(settings.memory_socket, call_timeout_s=settings.memory_call_timeout_s)
+    memory = MemoryRuntime(
+        settings.memory_socket,
+        call_timeout_s=settings.memory_call_timeout_s,
+        approval_key=approval_key,
+    )
     return CompositeRuntime(memory, other)
 
 
 class Brokerd:
-    """The role: owns grants/, audit/ and the pending approvals; serves loopd and the owner."""
+    """The role: owns grants/, audit/ and the pending approvals; serves loopd and the owner.
+
+    `prepare` does the blocking work of a start (keys, audit log, grants); the handlers
+    serve only after it.
+    """
+
+    decider: Decider
 
     def __init__(self, settings: Settings, runtime: Runtime | None = None) -> None:
         self.settings = settings
-        self.audit = Audit(settings.audit_dir)
+        self.audit = Audit(settings.audit_dir, settings.audit_key)
         self.approvals = _approvals.Approvals(settings.approval_timeout_s)
         self.grants = GrantSet(by_tool={})
-        self.runtime = runtime or configured_runtime(settings)
-        self.decider = Decider(self.grants, self.approvals, self.audit, self.runtime)
+        self._runtime = runtime
 
     def prepare(self) -> None:
-        """Open the audit log and load the grants; blocking, before serving.
+        """Create the keys, check the audit log, load the grants; blocking, before serving.
 
         Raises:
-            OSError: the audit directory cannot be created or read.
+            proto.StartFailed: a key cannot be used.
+            OSError: a key, the audit directory or its head cannot be created or read.
         """
-        self.audit.open()
+        try:
+            approval_key = proto.ensure_key(self.settings.approval_key, shared=True)
+            self.audit.open()
+        except proto.KeyUnusable as exc:
+            raise proto.StartFailed(str(exc)) from None
         self.grants = load_grants(self.settings.grants_dir)
-        self.decider.grants = self.grants
+        runtime = self._runtime or configured_runtime(self.settings, approval_key)
+        self.decider = Decider(self.grants, self.approvals, self.audit, runtime)
         for problem in self.grants.problems:
             log.warning(
                 "grant %s not loaded: %s (runbook: %s)",
@@ -88,7 +105,12 @@ class Brokerd:
         work.start_soon(self._withdraw_on_shutdown, shutdown)
         grants = len(self.grants.by_tool)
         problems = len(self.grants.problems)
-        return f"serving {s.home}: {grants} grants, {problems} grant problems, runtime {s.runtime}"
+        status = (
+            f"serving {s.home}: {grants} grants, {problems} grant problems, runtime {s.runtime}"
+        )
+        if self.audit.broken is not None:
+            status += f"; the audit log is broken (runbook: {AUDIT_TAMPERED})"
+        return status
 
     async def _withdraw_on_shutdown(self, shutdown: trio.Event) -> None:
         await shutdown.wait()

@@ -69,7 +69,7 @@ def resolve(config: MemorydConfig, *, config_dir: Path) -> Settings:
         admin_socket=socket(config.sockets.admin, proto.OWNER_MEMORY),
         read_timeout_s=config.sockets.read_timeout_s,
         drain_s=config.sockets.drain_s,
-        approval_key=proto.home_path(config.keys.approval, proto.APPROVAL_KEY, home),
+        approval_key=proto.home_path(config.keys.approval, proto.APPROVAL_KEY, home, config_dir),
         loop_peers=proto.peers_of(config.peers.loop, "loop"),
         broker_peers=proto.peers_of(config.peers.broker, "broker"),
         admin_peers=proto.peers_of(config.peers.admin, "admin"),
