@@ -57,6 +57,7 @@ ROLES = ("memoryd", "brokerd", "loopd")
 MOMENTS = ("idle", "model", "approval", "edit")
 TURN_DEADLINE_S = 60.0
 BACK_DEADLINE_S = 60.0
+QUICK_DEATH_S = 11.0
 VERBOSE = bool(os.environ.get("CHAOS_VERBOSE"))
 
 
@@ -107,6 +108,7 @@ class Up:
         self.lines: list[str] = []
         self.pids: dict[str, int] = {}
         self.backs: Counter[str] = Counter()
+        self.started_at: dict[str, float] = {}
         self._lock = threading.Lock()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bxctl", "up", "--home", str(home)],
@@ -115,7 +117,8 @@ class Up:
             stderr=subprocess.PIPE,
             text=True,
         )
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -126,9 +129,11 @@ class Up:
                 started = re.search(r"bxctl: started (\w+) \(pid (\d+)\)", line)
                 if started:
                     self.pids[started.group(1)] = int(started.group(2))
+                    self.started_at[started.group(1)] = time.monotonic()
                 back = re.search(r"bxctl: (\w+) is back", line)
                 if back:
                     self.backs[back.group(1)] += 1
+                    self.started_at[back.group(1)] = time.monotonic()  # ready again
 
     def wait_for(self, test: Any, what: str, deadline_s: float = BACK_DEADLINE_S) -> None:
         end = time.monotonic() + deadline_s
@@ -144,7 +149,11 @@ class Up:
     def stop(self) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
-        return self.process.wait(timeout=120)
+        code = self.process.wait(timeout=120)
+        self._reader.join(timeout=10)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return code
 
 
 # -- the owner ---------------------------------------------------------------------------
@@ -193,6 +202,11 @@ class Day:
 
     def kill(self, role: str, moment: str) -> None:
         sig = self.rng.choice([signal.SIGKILL, signal.SIGTERM])
+        # bxctl up takes 5 deaths in a row, each within 10 s of a start, for a crash loop
+        # (systemd's start limit) and stops; a day of kills is not a crash loop.
+        fresh = time.monotonic() - self.up.started_at.get(role, 0.0)
+        if fresh < QUICK_DEATH_S:
+            time.sleep(QUICK_DEATH_S - fresh)
         if VERBOSE:
             print(f"chaos: {sig.name} {role} ({moment})", file=sys.stderr, flush=True)
         before = self.up.backs[role]

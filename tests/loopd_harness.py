@@ -64,8 +64,11 @@ class FakeBrokerd:
     gate: trio.Event | None = None  # when set, calls wait for it
     arrived: trio.Event = field(default_factory=trio.Event)  # set by the first call
     decided: trio.Event | None = None  # when set, an `ask` call waits for it after announcing
+    states: dict[str, proto.CallStateReply] = field(default_factory=dict)  # call_state answers
 
     async def handle(self, request: Message, conn: proto.Connection) -> Message:
+        if isinstance(request, proto.CallState):
+            return self.states.get(request.call, proto.CallStateReply(state="unknown"))
         assert isinstance(request, ToolRequest)
         self.requests.append(request)
         self.arrived.set()

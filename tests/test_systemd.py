@@ -153,3 +153,14 @@ def test_every_unit_is_exposed_ok_or_better(role: str) -> None:
     )
     assert done.returncode == 0, done.stdout[-2000:]
     print(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_systemd_waits_longer_than_the_drain_and_bxctl_up(role: str) -> None:
+    # SIGTERM → drain (at most DEFAULT_DRAIN_S) → a cancelled turn records its call and the
+    # model client closes (5 s each, shielded) → exit. bxctl up waits STOP_MARGIN_S past
+    # the drain; systemd must wait longer still before it sends SIGKILL.
+    from bxctl._up import STOP_MARGIN_S
+
+    stop = float(unit(role)["Service"]["TimeoutStopSec"])
+    assert proto.DEFAULT_DRAIN_S + 10 < proto.DEFAULT_DRAIN_S + STOP_MARGIN_S < stop

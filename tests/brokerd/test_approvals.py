@@ -193,7 +193,7 @@ async def test_shutdown_withdraws_every_approval(
     assert [o[0].how for o in waits] == ["shutdown"] * 3
     late = await approvals.wait(pending(approvals), announce=nothing, peer_gone=never)
     assert late == Outcome(
-        False, "shutdown", "brokerd is shutting down; the approval was withdrawn"
+        False, "shutdown", "the owner did not decide before boxmaker stopped; the call did not run"
     )
 
 

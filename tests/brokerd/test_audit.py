@@ -251,3 +251,39 @@ async def test_the_labels_returned_to_each_session_are_read_back(tmp_path: Path)
         "chat-c": UNKNOWN_RESULT,
     }
     assert again.broken is None
+
+
+async def test_the_audit_says_what_became_of_a_call(tmp_path: Path) -> None:
+    audit = Audit(tmp_path / "audit", tmp_path / "keys" / "audit.key")
+    audit.open()
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def rec(call: str, decision: str, status: str) -> AuditRecord:
+        return AuditRecord(
+            time="2026-12-01T00:00:00Z",
+            session="chat-abcdefghij",
+            call=call,
+            tool="memory",
+            arguments="{}",
+            grant="builtin-memory",
+            grant_sha256="x",
+            decision=decision,  # type: ignore[arg-type]
+            approval=None,
+            label=Label(),
+            status=status,  # type: ignore[arg-type]
+        )
+
+    await audit.append(rec("ran", "approved", "started"), now)
+    await audit.append(rec("ran", "approved", "ok"), now)
+    await audit.append(rec("running", "auto", "started"), now)
+    await audit.append(rec("no", "denied", "denied"), now)
+    states = {
+        call: await audit.call_state("chat-abcdefghij", call)
+        for call in ("ran", "running", "no", "never")
+    }
+    assert {c: (s.state, s.status) for c, s in states.items()} == {
+        "ran": ("finished", "ok"),
+        "running": ("started", None),
+        "no": ("denied", "denied"),
+        "never": ("unknown", None),
+    }

@@ -15,6 +15,7 @@ from brokerd._arguments import parse_arguments
 from brokerd._grants import Grant, load_grants, parse_grant
 from brokerd._local_tools import LocalRuntime
 from brokerd._runtimes import (
+    MEMORYD_GONE,
     MEMORYD_UNREACHABLE,
     REFUSING,
     Call,
@@ -207,3 +208,32 @@ async def test_memoryd_too_slow_is_an_error(nursery: trio.Nursery, short_dir: Pa
         "memoryd did not answer recall within 0.2 s; it may still have run "
         "(runbook: memoryd-unreachable)",
     )
+
+
+async def test_a_memoryd_that_dies_during_a_call_is_named_with_its_runbook(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    # A server that takes the request and closes without a word, as a dying memoryd does.
+    path = short_dir / "memory.sock"
+
+    async def hang_up(stream: trio.SocketStream) -> None:
+        await proto.read_frame(stream)
+        await stream.aclose()
+
+    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+    await sock.bind(str(path))
+    sock.listen(1)
+    nursery.start_soon(trio.serve_listeners, hang_up, [trio.SocketListener(sock)])
+    runtime = MemoryRuntime(path, call_timeout_s=5, approval_key=bytes(32))
+    [grant] = [g for g in load_grants(short_dir / "no-grants").find("recall")]
+    call = Call(
+        session="chat-abcdefghij",
+        call_id="c1",
+        tool="recall",
+        arguments=parse_arguments("recall", '{"query": "x"}'),
+        taint=Label(),
+    )
+    with trio.fail_after(10):
+        output = await runtime.run(call, grant, None)
+    assert output.status == "error"
+    assert output.content == MEMORYD_GONE.format(tool="recall")

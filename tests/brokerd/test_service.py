@@ -538,4 +538,4 @@ async def test_shutdown_withdraws_pending_approvals(
     asked = await served.ask(nursery, request("read_file", {"path": f"{notes}/q3.txt"}))
     served.shutdown.set()
     reply = await asked.reply()
-    assert reply.content == "brokerd is shutting down; the approval was withdrawn"
+    assert reply.content == "the owner did not decide before boxmaker stopped; the call did not run"

@@ -111,6 +111,7 @@ async def test_a_bricked_session_goes_on_with_a_strict_server(
     with serve_scripted_model(Step(text="Back again.")) as model, trio.fail_after(CAP_S):
         h = await start_harness(nursery, short_dir, model.url)
         opened = await open_session(h.chat)
+        h.brokerd.states["call_0"] = proto.CallStateReply(state="finished", status="ok")
         store = SessionStore(h.home / "sessions")
         session = store.load(opened.session)
         session.append(user("remember UTC"))
@@ -124,7 +125,10 @@ async def test_a_bricked_session_goes_on_with_a_strict_server(
     roles = [m["role"] for m in sent]
     assert roles == ["system", "user", "assistant", "tool", "user", "user", "user"]
     assert sent[3]["tool_call_id"] == "call_0"
-    assert sent[3]["content"].startswith("error: interrupted: this call did not finish")
+    assert sent[3]["content"] == (
+        "error: interrupted: this call did not finish (boxmaker stopped, or a role restarted, "
+        "before its result came back); it ran (its status: ok), but its result was lost"
+    )
     log = (h.home / "sessions" / opened.session / proto.LOG_FILE).read_text().splitlines()
     recorded = json.loads(log[4])
     assert (recorded["type"], recorded["call_id"]) == ("tool_result", "call_0")

@@ -145,6 +145,7 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
     SessionOpened: st.builds(SessionOpened, session=SESSION_IDS, created=st.booleans()),
     Say: st.builds(Say, session=SESSION_IDS, text=st.text()),
     AssistantText: st.builds(AssistantText, text=st.text()),
+    proto.CallState: st.builds(proto.CallState, session=SESSION_IDS, call=st.text()),
     ToolCalled: st.builds(ToolCalled, call=TOOL_CALLS),
     ToolResult: st.builds(
         ToolResult, call=TOOL_CALLS, status=STATUSES, content=st.text(), label=LABELS
@@ -169,7 +170,7 @@ def strategy_for(cls: type[Message]) -> st.SearchStrategy[Message]:
 
 def test_explicit_strategies_name_real_kinds() -> None:
     assert set(EXPLICIT) <= set(KINDS)
-    assert len(KINDS) == 29
+    assert len(KINDS) == 31
 
 
 # -- round trip ---------------------------------------------------------------------------

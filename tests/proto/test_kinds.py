@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+import proto
 from proto import (
     SOCKETS,
     ApprovalDecide,
@@ -72,8 +73,8 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         "brokerd",
         "loopd",
         "run/loop-broker/broker.sock",
-        {"tool_request"},
-        {"approval_pending", "tool_response", "error"},  # approval_pending: ours, not §3
+        {"tool_request", "call_state"},  # call_state: ours, not §3 (issue 13)
+        {"approval_pending", "tool_response", "call_state_reply", "error"},  # ours too
     ),
     "owner-broker": (
         "brokerd",
@@ -109,6 +110,8 @@ ALL_TAGS = {
     "tool_request",
     "tool_response",
     "approval_pending",
+    "call_state",
+    "call_state_reply",
     "reindex",
     "reindexed",
     "recall_query",
@@ -142,6 +145,8 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "tool_request": {"session", "call", "taint", "approval", "token"},
     "tool_response": {"call_id", "status", "content", "label"},
     "approval_pending": {"approval"},
+    "call_state": {"session", "call"},
+    "call_state_reply": {"state", "status"},
     "reindex": set(),
     "reindexed": {"logs", "records", "archive"},
     "recall_query": {"query", "k"},
@@ -253,6 +258,7 @@ def test_tool_request_wire_form() -> None:
 
 
 REQUEST_EXAMPLES: list[Message] = [
+    proto.CallState(session="chat-abcdefgh", call="call_1"),
     MemoryBlock(),
     SessionUpdated(session="chat-abcdefgh"),
     ToolRequest(session="chat-abcdefgh", call=ToolCall(id="1", name="recall", arguments="{}")),

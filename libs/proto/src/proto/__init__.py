@@ -4,6 +4,7 @@ Every role imports this package and nothing of another role.
 """
 
 from ._client import Call as Call
+from ._client import NoReply as NoReply
 from ._client import RemoteError as RemoteError
 from ._client import Unreachable as Unreachable
 from ._client import call as call

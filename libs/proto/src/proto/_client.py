@@ -17,7 +17,7 @@ import trio
 from ._codec import MAX_FRAME, PeerClosed, ProtocolError, read_frame, write_frame
 from ._messages import Error, Message
 
-__all__ = ["Call", "RemoteError", "Unreachable", "call", "open_call"]
+__all__ = ["Call", "NoReply", "RemoteError", "Unreachable", "call", "open_call"]
 
 M = TypeVar("M", bound=Message)
 
@@ -31,6 +31,10 @@ class Unreachable(Exception):
         super().__init__(f"cannot connect to {path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class NoReply(ProtocolError):
+    """The server closed the connection without a reply: it stopped, died, or gave up."""
 
 
 class RemoteError(Exception):
@@ -107,7 +111,7 @@ async def call(
         try:
             reply = await conversation.receive()
         except PeerClosed:
-            raise ProtocolError(f"{path} closed the connection without a reply") from None
+            raise NoReply(f"{path} closed the connection without a reply") from None
     if isinstance(reply, Error):
         raise RemoteError(reply)
     if not isinstance(reply, expect):

@@ -26,6 +26,8 @@ __all__ = [
     "AuditVerify",
     "BaselinePreview",
     "BaselinePreviewReply",
+    "CallState",
+    "CallStateReply",
     "Error",
     "GrantInfo",
     "GrantProblem",
@@ -164,6 +166,25 @@ class ToolResponse(Message, frozen=True, kw_only=True, tag="tool_response"):
     status: Status
     content: str
     label: Label = msgspec.field(default_factory=Label)
+
+
+class CallState(Message, frozen=True, kw_only=True, tag="call_state"):
+    """loopd to brokerd: what became of a call whose result loopd never got (a crash)."""
+
+    session: SessionId
+    call: str
+
+
+class CallStateReply(Message, frozen=True, kw_only=True, tag="call_state_reply"):
+    """What brokerd's audit log says of the call.
+
+    `unknown`: no record (brokerd never decided it, so it did not run); `denied` or
+    `refused`: it did not run; `started`: it was running when the record stops (it may
+    have run); `finished`: it ran to an end, with `status`.
+    """
+
+    state: Literal["unknown", "denied", "refused", "started", "finished"]
+    status: Status | None = None
 
 
 class ApprovalPending(Message, frozen=True, kw_only=True, tag="approval_pending"):
@@ -330,6 +351,8 @@ AllMessages = (
     | ToolRequest
     | ToolResponse
     | ApprovalPending
+    | CallState
+    | CallStateReply
     | Reindex
     | Reindexed
     | RecallQuery

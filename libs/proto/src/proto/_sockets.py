@@ -15,6 +15,8 @@ from ._messages import (
     AuditVerify,
     BaselinePreview,
     BaselinePreviewReply,
+    CallState,
+    CallStateReply,
     Error,
     Grants,
     GrantsList,
@@ -103,8 +105,8 @@ LOOP_BROKER = Socket(
     "brokerd",
     "loopd",
     "run/loop-broker/broker.sock",
-    (ToolRequest,),
-    (ApprovalPending, ToolResponse, Error),
+    (ToolRequest, CallState),
+    (ApprovalPending, ToolResponse, CallStateReply, Error),
 )
 OWNER_BROKER = Socket(
     "owner-broker",

@@ -189,11 +189,11 @@ class Approvals:
 
 
 _DISCONNECTED = "loopd disconnected while the approval was pending"
-_SHUTDOWN = "brokerd is shutting down; the approval was withdrawn"
+_SHUTDOWN = "the owner did not decide before boxmaker stopped; the call did not run"
 _PAST: dict[How, str] = {
     "timeout": "it timed out",
     "disconnected": "its loopd disconnected",
-    "shutdown": "brokerd withdrew it while shutting down",
+    "shutdown": "the owner did not decide before boxmaker stopped",
 }
 
 

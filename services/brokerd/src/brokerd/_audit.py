@@ -324,6 +324,27 @@ class Audit:
                 proto.write_atomically(self.head_path, _encoder.encode(before))
             raise
 
+    async def call_state(self, session: str, call: str) -> proto.CallStateReply:
+        """What the log says of one call: its last record, newest month first."""
+        return await trio.to_thread.run_sync(self._call_state_now, session, call)
+
+    def _call_state_now(self, session: str, call: str) -> proto.CallStateReply:
+        last: AuditRecord | None = None
+        for path in reversed(_month_files(self.directory)):
+            for line in proto.AUDIT_LOG.lines(path):
+                record = line.record
+                if record is not None and record.session == session and record.call == call:
+                    last = record
+            if last is not None:
+                break
+        if last is None:
+            return proto.CallStateReply(state="unknown")
+        if last.status == "started":
+            return proto.CallStateReply(state="started")
+        if last.decision in ("denied", "refused"):
+            return proto.CallStateReply(state=last.decision, status=last.status)
+        return proto.CallStateReply(state="finished", status=last.status)
+
     async def verify(self) -> Verdict:
         """Walk the chain from the first record; name the first thing broken."""
         async with self._lock:

@@ -44,6 +44,12 @@ MEMORYD_UNREACHABLE = (
 )
 """Fixed apart from the tool: a recall or memory call while memoryd does not answer."""
 
+MEMORYD_GONE = (
+    "memoryd went away during {tool} (it stopped or died); it may have run "
+    "(runbook: memoryd-unreachable)"
+)
+"""Fixed apart from the tool: memoryd closed the connection before answering."""
+
 REFUSING = (
     'this brokerd runs no tools but recall and memory ([runtime] kind = "refusing"); '
     "{tool} did not run"
@@ -148,6 +154,20 @@ class MemoryRuntime:
             )
         except proto.RemoteError as exc:
             return RunOutput("error", f"memoryd refused {call.tool}: {exc.error.message}")
+        except (
+            proto.NoReply,
+            proto.IncompleteFrame,
+            trio.BrokenResourceError,
+            ConnectionError,
+        ) as exc:
+            # memoryd went away in the middle of the call: it died, or was stopped.
+            log.warning(
+                "%s call %r: memoryd went away during it (%s)",
+                call.tool,
+                call.call_id,
+                exc or type(exc).__name__,
+            )
+            return RunOutput("error", MEMORYD_GONE.format(tool=call.tool))
         except (proto.ProtocolError, OSError) as exc:
             log.warning("%s call %s: bad answer from memoryd: %s", call.tool, call.call_id, exc)
             return RunOutput("error", f"memoryd gave no usable answer to {call.tool}: {exc}")

@@ -19,6 +19,7 @@ from proto import (
     ApprovalsList,
     AuditVerified,
     AuditVerify,
+    CallState,
     Connection,
     Grants,
     GrantsList,
@@ -117,7 +118,14 @@ class Brokerd:
         self.approvals.withdraw_all()
 
     async def handle_loop(self, request: Message, conn: Connection) -> Message:
-        """tool_request → approval_pending (for ask) → tool_response."""
+        """tool_request → approval_pending (for ask) → tool_response; call_state."""
+        if isinstance(request, CallState):
+            try:
+                return await self.audit.call_state(request.session, request.call)
+            except OSError as exc:
+                raise ServiceError(
+                    "audit-unreadable", f"the audit log cannot be read: {exc}"
+                ) from None
         assert isinstance(request, ToolRequest)  # the socket's allow-list
         return await self.decider.decide(request, conn)
 

@@ -10,6 +10,7 @@ a failed turn leaves what happened, and the session stays usable.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,9 +172,35 @@ def _interrupted(call: ToolCall, fate: str) -> ToolResultRecord:
 
 
 async def call_fate(broker_socket: Path, session: str, call_id: str) -> str:
-    """What became of an unanswered call, in words, as far as anyone can tell."""
-    del broker_socket, session, call_id  # brokerd's audit will say; until then:
-    return "it may have run"
+    """What became of an unanswered call, in words, as brokerd's audit log tells it."""
+    try:
+        with trio.fail_after(CALL_STATE_DEADLINE_S):
+            reply = await proto.call(
+                broker_socket,
+                proto.CallState(session=session, call=call_id),
+                proto.CallStateReply,
+            )
+    except (
+        proto.Unreachable,
+        proto.RemoteError,
+        proto.ProtocolError,
+        trio.TooSlowError,
+        OSError,
+        trio.BrokenResourceError,
+    ) as exc:
+        log.warning("cannot ask brokerd what became of call %r: %s", call_id, exc)
+        return "it may have run (brokerd could not be asked)"
+    return _FATES[reply.state].format(status=reply.status or "")
+
+
+CALL_STATE_DEADLINE_S = 10.0
+_FATES = {
+    "unknown": "brokerd never received it, so it did not run",
+    "denied": "brokerd denied it, so it did not run",
+    "refused": "brokerd refused it, so it did not run",
+    "started": "it was running and may have run",
+    "finished": "it ran (its status: {status}), but its result was lost",
+}
 
 
 async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) -> str:
@@ -213,20 +240,21 @@ async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
             raise SessionFull from None
         except ModelError as exc:
             raise TurnError("model-error", str(exc), runbook="model-unavailable") from None
+        calls = _new_ids(session, reply.tool_calls)
         await _append(
             session,
             AssistantRecord(
                 time=proto.utc_stamp(),
                 content=reply.content,
                 reasoning_content=reply.reasoning,
-                tool_calls=reply.tool_calls,
+                tool_calls=calls,
                 tokens=reply.total_tokens,
             ),
         )
-        if not reply.tool_calls:
+        if not calls:
             await _notify_memoryd(ctx.memory_socket, session.id)
             return reply.content or ""
-        for call in reply.tool_calls:
+        for call in calls:
             await emit(ToolCalled(call=call))
             status, content, label = await _run_tool(session, call, ctx, emit)
             await _append(
@@ -246,6 +274,22 @@ async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
         f"the model made {ctx.settings.max_steps} calls in this turn without answering; "
         "the turn was stopped (raise [model] max_steps to allow more)",
     )
+
+
+def _new_ids(session: Session, calls: list[ToolCall]) -> list[ToolCall]:
+    """The calls, each with an id not used before in the session (loopd's own if needed).
+
+    Models reuse ids such as `call_0` from turn to turn; in a session an id names one call,
+    so brokerd's audit can say what became of it (`call_state`) after a crash.
+    """
+    used = {c.id for r in session.records if isinstance(r, AssistantRecord) for c in r.tool_calls}
+    fresh = []
+    for call in calls:
+        if call.id in used:
+            call = msgspec.structs.replace(call, id=f"call-{secrets.token_hex(8)}")
+        used.add(call.id)
+        fresh.append(call)
+    return fresh
 
 
 async def _notify_memoryd(memory_socket: Path, session: str) -> None:
