@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = {"sockets": "bench.sockets", "index": "bench.index"}
+BENCHES = {"sockets": "bench.sockets", "index": "bench.index", "cli": "bench.cli"}
 
 
 def main(argv: list[str]) -> int:

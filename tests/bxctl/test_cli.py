@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from bxctl_run import run
 from scripted_model import Step, serve_scripted_model
 
 import proto
@@ -45,11 +46,6 @@ async def serve(nursery: trio.Nursery, home: Path, spec: proto.Socket, handler: 
             task_status=task_status,
         )
     )
-
-
-async def run(*argv: str) -> object:
-    with trio.fail_after(CAP_S):
-        return await app.run_async(list(argv), result_action="return_value")
 
 
 async def test_reindex_prints_the_spec_line(
@@ -213,6 +209,7 @@ async def test_a_role_not_running_is_one_clear_error(short_dir: Path) -> None:
 
 
 def test_errors_are_one_line_without_a_traceback(short_dir: Path) -> None:
+    (short_dir / "config").mkdir()
     done = subprocess.run(
         [sys.executable, "-m", "bxctl", "approvals", "list", "--home", str(short_dir)],
         capture_output=True,
@@ -299,6 +296,7 @@ def test_init_creates_a_home_once_and_never_overwrites(
 def test_sessions_list_and_show_read_the_files(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    (short_dir / "config").mkdir()
     directory = short_dir / "sessions" / "chat-abcdefghij"
     directory.mkdir(parents=True)
     baseline = proto.Baseline(
@@ -329,7 +327,7 @@ def test_sessions_list_and_show_read_the_files(
     shown = capsys.readouterr().out
     assert "hello @here" in shown  # no Markdown escaping on a terminal
     assert "http_fetch result · public · untrusted" in shown
-    with pytest.raises(CommandError, match="bad session id"):
+    with pytest.raises(CommandError, match=r"no session \.\./\.\./etc in .*bxctl sessions list"):
         app(
             ["sessions", "show", "../../etc", "--home", str(short_dir)],
             result_action="return_value",

@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import trio
+from bxctl_run import run
 from security.hostile import (
     HOSTILE,
     ROBIN,
@@ -71,11 +72,6 @@ async def serve(nursery: trio.Nursery, home: Path, spec: proto.Socket, handler: 
             spec, spec.default_path(home), handler, shutdown=trio.Event(), task_status=task_status
         )
     )
-
-
-async def run(*argv: str) -> object:
-    with trio.fail_after(CAP_S):
-        return await app.run_async(list(argv), result_action="return_value")
 
 
 def printed(capsys: pytest.CaptureFixture[str], *, stderr: bool = True) -> str:
@@ -412,6 +408,7 @@ def test_sessions_list_and_show_render_the_records(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_session(short_dir)
+    (short_dir / "config").mkdir()
     assert app(["sessions", "list", "--home", str(short_dir)], result_action="return_value") == 0
     out = printed(capsys)
     assert "chat-abcdefgh  created 2026-11-30T08:00:00Z      3 records" in out
@@ -445,6 +442,7 @@ def test_audit_tail_renders_the_records(
         status="ok",
         reason=HOSTILE,
     )
+    (short_dir / "config").mkdir()
     audit = short_dir / "audit"
     audit.mkdir()
     (audit / "2026-11.jsonl").write_bytes(
@@ -468,6 +466,7 @@ async def test_a_roles_error_message_is_one_inert_line(
         raise proto.ServiceError("internal", HOSTILE, runbook=SHORT_HOSTILE)
 
     await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
+    (short_dir / "config").mkdir()
     with trio.fail_after(CAP_S):
         done = await trio.run_process(
             [sys.executable, "-m", "bxctl", "recall", "x", "--home", str(short_dir)],

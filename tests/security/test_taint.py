@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import trio
 from brokerd_harness import SESSION, BrokerdHome, grant, request
+from bxctl_run import run
 
 import proto
-from bxctl import app
 from proto import (
     ApprovalDecide,
     ApprovalPending,
@@ -98,9 +98,7 @@ async def ask_memory(home: BrokerdHome, req: ToolRequest) -> tuple[PendingApprov
             notice = await call.receive()
             assert isinstance(notice, ApprovalPending)
             with redirect_stdout(out):
-                code = await app.run_async(
-                    ["approvals", "list", "--home", str(home.home)], result_action="return_value"
-                )
+                code = await run("approvals", "list", "--home", str(home.home))
             assert code == 0
             decide = ApprovalDecide(id=notice.approval.id, approve=False)
             assert await home.owner(decide, Ok) == Ok()

@@ -1,14 +1,17 @@
-"""boxmaker's shared protocol: frames, message kinds, labels, ids, sockets and renderings.
+"""boxmaker's shared protocol: frames, message kinds, labels, ids, sockets and escaping.
 
-Every role imports this package and nothing of another role.
+Every role imports this package and nothing of another role. What needs trio (the
+servers, the trio client, the role skeleton) is imported when it is first used, so that
+bxctl's one-request commands, which use the blocking client, start without it.
 """
 
-from ._client import Call as Call
-from ._client import NoReply as NoReply
-from ._client import RemoteError as RemoteError
-from ._client import Unreachable as Unreachable
-from ._client import call as call
-from ._client import open_call as open_call
+from typing import TYPE_CHECKING
+
+from ._blocking import TooSlow as TooSlow
+from ._blocking import call_blocking as call_blocking
+from ._calls import NoReply as NoReply
+from ._calls import RemoteError as RemoteError
+from ._calls import Unreachable as Unreachable
 from ._codec import HEADER_BYTES as HEADER_BYTES
 from ._codec import MAX_FRAME as MAX_FRAME
 from ._codec import FrameTooLarge as FrameTooLarge
@@ -36,16 +39,15 @@ from ._configs import LoopdModel as LoopdModel
 from ._configs import MemorydConfig as MemorydConfig
 from ._configs import PositiveCount as PositiveCount
 from ._configs import PositiveSeconds as PositiveSeconds
-from ._connection import Connection as Connection
-from ._connection import Handler as Handler
-from ._connection import Peer as Peer
-from ._connection import ServiceError as ServiceError
-from ._connection import serve_stream as serve_stream
 from ._durable import append_line as append_line
 from ._durable import dir_mode as dir_mode
 from ._durable import file_mode as file_mode
 from ._durable import fsync_dir as fsync_dir
 from ._durable import write_atomically as write_atomically
+from ._home import DEFAULT_DRAIN_S as DEFAULT_DRAIN_S
+from ._home import DEFAULT_HOME as DEFAULT_HOME
+from ._home import resolve_home as resolve_home
+from ._home import resolve_peers as resolve_peers
 from ._ids import SESSION_ID_PATTERN as SESSION_ID_PATTERN
 from ._ids import BadSessionId as BadSessionId
 from ._ids import SessionId as SessionId
@@ -68,7 +70,6 @@ from ._keys import read_key as read_key
 from ._keys import sign as sign
 from ._label import Class as Class
 from ._label import Label as Label
-from ._main import serve_main as serve_main
 from ._messages import *  # noqa: F403  (every kind; the list is _messages.__all__)
 from ._records import AUDIT_GENESIS as AUDIT_GENESIS
 from ._records import AUDIT_HEAD as AUDIT_HEAD
@@ -89,20 +90,6 @@ from ._render import for_terminal as for_terminal
 from ._render import from_markdown as from_markdown
 from ._render import from_terminal as from_terminal
 from ._render import revealed as revealed
-from ._role import DEFAULT_DRAIN_S as DEFAULT_DRAIN_S
-from ._role import DEFAULT_HOME as DEFAULT_HOME
-from ._role import LogFormatter as LogFormatter
-from ._role import Role as Role
-from ._role import StartRole as StartRole
-from ._role import resolve_home as resolve_home
-from ._role import run_role as run_role
-from ._role import sd_notify as sd_notify
-from ._role import setup_logging as setup_logging
-from ._role import watch_signals as watch_signals
-from ._server import SocketPathError as SocketPathError
-from ._server import claim_socket_path as claim_socket_path
-from ._server import resolve_peers as resolve_peers
-from ._server import serve_unix as serve_unix
 from ._session import BASELINE_FILE as BASELINE_FILE
 from ._session import LOG_FILE as LOG_FILE
 from ._session import SESSION_LOG as SESSION_LOG
@@ -159,3 +146,58 @@ from ._tools import ToolArgsError as ToolArgsError
 from ._tools import ToolSpec as ToolSpec
 from ._tools import parse_memory_args as parse_memory_args
 from ._tools import parse_recall_args as parse_recall_args
+
+if TYPE_CHECKING:
+    from ._client import Call as Call
+    from ._client import call as call
+    from ._client import open_call as open_call
+    from ._connection import Connection as Connection
+    from ._connection import Handler as Handler
+    from ._connection import Peer as Peer
+    from ._connection import ServiceError as ServiceError
+    from ._connection import serve_stream as serve_stream
+    from ._main import serve_main as serve_main
+    from ._role import LogFormatter as LogFormatter
+    from ._role import Role as Role
+    from ._role import StartRole as StartRole
+    from ._role import run_role as run_role
+    from ._role import sd_notify as sd_notify
+    from ._role import setup_logging as setup_logging
+    from ._role import watch_signals as watch_signals
+    from ._server import SocketPathError as SocketPathError
+    from ._server import claim_socket_path as claim_socket_path
+    from ._server import serve_unix as serve_unix
+
+_LAZY = {
+    "Call": "_client",
+    "call": "_client",
+    "open_call": "_client",
+    "Connection": "_connection",
+    "Handler": "_connection",
+    "Peer": "_connection",
+    "ServiceError": "_connection",
+    "serve_stream": "_connection",
+    "serve_main": "_main",
+    "LogFormatter": "_role",
+    "Role": "_role",
+    "StartRole": "_role",
+    "run_role": "_role",
+    "sd_notify": "_role",
+    "setup_logging": "_role",
+    "watch_signals": "_role",
+    "SocketPathError": "_server",
+    "claim_socket_path": "_server",
+    "serve_unix": "_server",
+}
+
+
+def __getattr__(name: str) -> object:
+    """The trio-using names, imported on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'proto' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

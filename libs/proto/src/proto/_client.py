@@ -5,7 +5,6 @@ No function here takes a timeout: the caller sets the deadline (`trio.fail_after
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,40 +13,13 @@ from typing import TypeVar
 
 import trio
 
-from ._codec import MAX_FRAME, PeerClosed, ProtocolError, read_frame, write_frame
-from ._messages import Error, Message
+from ._calls import NoReply, RemoteError, Unreachable, expected, unreachable
+from ._codec import MAX_FRAME, PeerClosed, read_frame, write_frame
+from ._messages import Message
 
 __all__ = ["Call", "NoReply", "RemoteError", "Unreachable", "call", "open_call"]
 
 M = TypeVar("M", bound=Message)
-
-
-class Unreachable(Exception):
-    """Nobody answers on a socket path: the role is not running, or the path is wrong."""
-
-    code = "unreachable"
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"cannot connect to {path}: {reason}")
-        self.path = path
-        self.reason = reason
-
-
-class NoReply(ProtocolError):
-    """The server closed the connection without a reply: it stopped, died, or gave up."""
-
-
-class RemoteError(Exception):
-    """The server answered with an `error` frame."""
-
-    def __init__(self, error: Error) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-    @property
-    def code(self) -> str:
-        """The server's error code."""
-        return self.error.code
 
 
 class Call:
@@ -75,15 +47,8 @@ class Call:
 async def _connect(path: Path) -> trio.SocketStream:
     try:
         return await trio.open_unix_socket(os.fspath(path))
-    except FileNotFoundError:
-        raise Unreachable(path, "no such socket (is it running?)") from None
-    except ConnectionRefusedError:
-        raise Unreachable(path, "connection refused (is it running?)") from None
-    except PermissionError:
-        raise Unreachable(path, "permission denied (run as the owner's user)") from None
     except OSError as exc:
-        reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
-        raise Unreachable(path, reason) from None
+        raise unreachable(path, exc) from None
 
 
 @asynccontextmanager
@@ -112,10 +77,4 @@ async def call(
             reply = await conversation.receive()
         except PeerClosed:
             raise NoReply(f"{path} closed the connection without a reply") from None
-    if isinstance(reply, Error):
-        raise RemoteError(reply)
-    if not isinstance(reply, expect):
-        got = type(reply).__struct_config__.tag
-        want = expect.__struct_config__.tag
-        raise ProtocolError(f"expected a {want!r} reply from {path}, got {got!r}")
-    return reply
+    return expected(path, reply, expect)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import msgspec
-import trio
 
 from ._messages import AllMessages, Message
 from ._text import lower_first
+
+if TYPE_CHECKING:
+    import trio
 
 __all__ = [
     "HEADER_BYTES",

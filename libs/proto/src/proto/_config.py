@@ -7,8 +7,7 @@ from typing import TypeVar
 
 import msgspec
 
-from ._role import resolve_home
-from ._server import resolve_peers
+from ._home import resolve_home, resolve_peers
 from ._sockets import Socket
 
 __all__ = [

@@ -16,8 +16,8 @@ from typing import Annotated, Literal
 import msgspec
 
 from ._config import ConfigSection, PathsSection
+from ._home import DEFAULT_DRAIN_S
 from ._label import Class
-from ._role import DEFAULT_DRAIN_S
 
 __all__ = [
     "EMBEDDED",

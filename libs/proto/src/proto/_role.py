@@ -17,19 +17,16 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import trio
 
+from ._home import DEFAULT_DRAIN_S
 from ._render import for_terminal
 
 __all__ = [
-    "DEFAULT_DRAIN_S",
-    "DEFAULT_HOME",
     "LogFormatter",
     "Role",
     "StartRole",
-    "resolve_home",
     "run_role",
     "sd_notify",
     "setup_logging",
@@ -38,17 +35,9 @@ __all__ = [
 
 log = logging.getLogger("proto.role")
 
-DEFAULT_HOME = Path("/var/lib/boxmaker")
-
 StartRole = Callable[[trio.Nursery, trio.Event], Awaitable[str]]
 """Starts a role's servers and tasks in the nursery (each stopping once the event is
 set) and returns a one-line status for systemd."""
-
-DEFAULT_DRAIN_S = 20.0
-"""How long in-flight work may go on after SIGTERM before it is cancelled.
-
-`bxctl up` waits longer than this before it kills a role, and the systemd units'
-`TimeoutStopSec` is longer still (tests/test_systemd.py checks both)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,14 +46,6 @@ class Role:
 
     start: StartRole
     drain_s: float = DEFAULT_DRAIN_S
-
-
-def resolve_home(configured: str | None) -> Path:
-    """`[paths] home` if set, else `$BOXMAKER_HOME`, else /var/lib/boxmaker."""
-    if configured:
-        return Path(configured).expanduser()
-    env = os.environ.get("BOXMAKER_HOME")
-    return Path(env).expanduser() if env else DEFAULT_HOME
 
 
 class LogFormatter(logging.Formatter):

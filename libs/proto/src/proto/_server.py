@@ -16,7 +16,6 @@ import contextlib
 import logging
 import math
 import os
-import pwd
 import socket as stdlib_socket
 import stat
 import struct
@@ -30,7 +29,7 @@ from ._connection import Handler, Peer, serve_stream
 from ._durable import given_to_group
 from ._sockets import MAX_SOCKET_PATH_BYTES, Socket
 
-__all__ = ["SocketPathError", "claim_socket_path", "resolve_peers", "serve_unix", "socket_mode"]
+__all__ = ["SocketPathError", "claim_socket_path", "serve_unix", "socket_mode"]
 
 log = logging.getLogger("proto.server")
 
@@ -88,24 +87,6 @@ def _make_private_dir(directory: Path) -> int:
 def socket_mode(directory_mode: int) -> int:
     """0600; 0660 where the installer gave the directory to a peer's group, and only it."""
     return 0o660 if given_to_group(directory_mode) else 0o600
-
-
-def resolve_peers(names: list[str]) -> frozenset[int]:
-    """The uids of `names`: user names, or uids written as numbers.
-
-    Raises:
-        ValueError: a name that is no user on this machine.
-    """
-    uids = set()
-    for name in names:
-        if name.isdigit():
-            uids.add(int(name))
-            continue
-        try:
-            uids.add(pwd.getpwnam(name).pw_uid)
-        except KeyError:
-            raise ValueError(f"no user {name!r} on this machine") from None
-    return frozenset(uids)
 
 
 async def serve_unix(

@@ -1,19 +1,52 @@
-"""`bxctl`: the entry point. User errors print one line and exit 1; never a traceback."""
+"""`bxctl`: the entry point. User errors print one line and exit 1; never a traceback.
+
+`--home DIR` (or `--home=DIR`) is taken wherever it stands, before or after the
+command, as git takes `-C`: `bxctl --home X sessions list` and `bxctl sessions list
+--home X` are the same. Output cut short by a closed pipe (`bxctl audit tail | head`)
+ends quietly, as git's does.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
-
-from ._app import app
-from ._common import CommandError, inline
+from pathlib import Path
 
 
-def _command_errors(exc: BaseException) -> list[CommandError] | None:
+def take_home(argv: list[str]) -> tuple[list[str], Path | None]:
+    """`argv` without its `--home` options, and the (last) home they gave.
+
+    Options after a lone `--` are arguments, not options: they stay.
+    """
+    rest: list[str] = []
+    home: Path | None = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if arg == "--home" and i + 1 < len(argv):
+            home = Path(argv[i + 1])
+            i += 2
+            continue
+        if arg.startswith("--home="):
+            home = Path(arg.removeprefix("--home="))
+            i += 1
+            continue
+        rest.append(arg)
+        i += 1
+    return rest, home
+
+
+def _command_errors(exc: BaseException) -> list[Exception] | None:
     """The CommandErrors in `exc` (possibly grouped by trio), or None if anything else."""
+    from ._common import CommandError
+
     if isinstance(exc, CommandError):
         return [exc]
     if isinstance(exc, BaseExceptionGroup):
-        found: list[CommandError] = []
+        found: list[Exception] = []
         for inner in exc.exceptions:
             errors = _command_errors(inner)
             if errors is None:
@@ -25,18 +58,49 @@ def _command_errors(exc: BaseException) -> list[CommandError] | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run bxctl with `argv` (default: the process's arguments); return the exit code."""
+    args, home = take_home(sys.argv[1:] if argv is None else argv)
+    if args in ([], ["--help"], ["-h"]):
+        from ._help import ROOT_HELP
+
+        sys.stdout.write(ROOT_HELP)  # cyclopts' own text, without loading cyclopts
+        return 0
+    if home is not None:
+        from . import _common
+
+        # Every command resolves its home as the roles do; one given on the command
+        # line is the owner's choice, repeated in the commands bxctl suggests.
+        os.environ["BOXMAKER_HOME"] = str(home.expanduser())
+        _common.remember_home(home)
     try:
-        result = app(sys.argv[1:] if argv is None else argv, result_action="return_value")
+        from ._app import app
+
+        result = app(args, result_action="return_value")
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
     except BaseException as exc:
         errors = _command_errors(exc)
         if errors is None:
             raise
+        from ._common import inline
+
         for error in errors:
             print(f"bxctl: {inline(str(error))}", file=sys.stderr)
         return 1
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
     return result if isinstance(result, int) else 0
+
+
+def _quiet_stdout() -> None:
+    """The reader left: send what is still buffered nowhere, so exit prints no error."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,10 @@
-"""bxctl's commands: one sub-app per noun, docstrings as `--help`."""
+"""bxctl's commands: one sub-app per noun, docstrings as `--help`.
+
+Only cyclopts is imported here; each command imports what it uses when it runs, so that
+`bxctl --help` and the one-request commands start fast (`just bench cli`). The
+one-request commands are plain functions on the blocking client (no trio); `up` and
+`chat` run under trio.
+"""
 
 from __future__ import annotations
 
@@ -7,61 +13,50 @@ from typing import Annotated, Literal
 
 from cyclopts import App, Parameter
 
-from ._common import home_of
-
 __all__ = ["app"]
+
+HOME_HELP = (
+    "the boxmaker home (default: $BOXMAKER_HOME, then ~/.boxmaker); before or after the command"
+)
 
 app = App(
     name="bxctl",
     help="The owner's command line for boxmaker, a personal AI agent on your own machine.\n\n"
-    "Start here: `bxctl up` (starts everything, creating a home on first run), then "
-    "`bxctl chat` in another terminal. Every command takes --home (default: "
-    "$BOXMAKER_HOME, then /var/lib/boxmaker).",
+    "Start here: `bxctl up` runs everything (it makes a home in ~/.boxmaker the first "
+    "time), then `bxctl chat` in another terminal talks to it. --home (or $BOXMAKER_HOME) "
+    "names another home, before or after the command.",
     backend="trio",
     version="0.1.0",
+    help_format="plaintext",
 )
 
-Home = Annotated[
-    Path | None,
-    Parameter(help="the boxmaker home (default: $BOXMAKER_HOME, then /var/lib/boxmaker)"),
-]
+Home = Annotated[Path | None, Parameter(help=HOME_HELP)]
 Json = Annotated[bool, Parameter(name="--json", negative=(), help="print JSON for scripts")]
 
 
-@app.command
-def init(*, home: Home = None, model_url: str | None = None, model: str | None = None) -> int:
-    """Create a home: role configs pointing at it, system.md, the starter soul, example grants.
+def _home(home: Path | None, *, must_exist: bool = True) -> Path:
+    from ._common import home_of
 
-    Safe to run again: nothing that exists is overwritten.
-
-    Args:
-        home: the boxmaker home to create.
-        model_url: the model server's OpenAI-compatible base URL (e.g. http://127.0.0.1:8080/v1).
-        model: the model name to send to that server.
-    """
-    from ._init import init_home
-
-    target = home_of(home)
-    created = init_home(target, model_url=model_url, model=model)
-    if not created:
-        print(f"{target} is already a boxmaker home; nothing to do")
-    for path in created:
-        print(f"created {path}")
-    return 0
+    return home_of(home, must_exist=must_exist)
 
 
-@app.command
+# -- running it ----------------------------------------------------------------------------
+
+
+@app.command(sort_key=1)
 async def up(*, home: Home = None) -> int:
     """Run memoryd, brokerd and loopd in the foreground, with their logs; Ctrl-C stops all.
 
-    Creates the home first if it does not exist yet.
+    Makes the home first if there is none yet. A role that dies is started again.
+
+    Example: bxctl up
     """
     from ._up import up as run_up
 
-    return await run_up(home_of(home))
+    return await run_up(_home(home, must_exist=False))
 
 
-@app.command
+@app.command(sort_key=2)
 async def chat(
     *,
     home: Home = None,
@@ -70,32 +65,77 @@ async def chat(
 ) -> int:
     """Talk to boxmaker. Tool calls show as they happen; approvals are asked inline (y/N).
 
+    Example: bxctl chat --session chat-k6m5
+
     Args:
         home: the boxmaker home.
-        session: resume this session instead of starting a new one.
+        session: go on with this session (its id, or the start of it, as `bxctl sessions
+            list` shows it) instead of starting a new one.
         message: send this one message, print the reply, and exit (approvals it raises
             wait for `bxctl approvals`).
     """
     from ._chat import chat as run_chat
+    from ._sessions import resolve_session
 
-    return await run_chat(home_of(home), session, message)
+    where = _home(home)
+    resumed = None if session is None else resolve_session(where, session)
+    return await run_chat(where, resumed, message)
 
 
-approvals = App(name="approvals", help="Tool calls waiting for your decision.")
+@app.command(sort_key=3)
+def init(*, home: Home = None, model_url: str | None = None, model: str | None = None) -> int:
+    """Make a home: role configs pointing at it, system.md, the starter soul, example grants.
+
+    Safe to run again: nothing that exists is overwritten (change settings with `bxctl
+    config set`).
+
+    Example: bxctl init --model-url http://127.0.0.1:8080/v1 --model qwen3
+
+    Args:
+        home: the boxmaker home to make.
+        model_url: the model server's OpenAI-compatible base URL (e.g. http://127.0.0.1:8080/v1).
+        model: the model name to send to that server.
+    """
+    from ._common import bxctl
+    from ._init import init_home
+
+    target = _home(home, must_exist=False)
+    existed = (target / "config").is_dir()
+    created = init_home(target, model_url=model_url, model=model)
+    for path in created:
+        print(f"created {path}")
+    if existed and (model_url is not None or model is not None):
+        settings = [f"model.url {model_url}"] if model_url is not None else []
+        settings += [f"model.model {model}"] if model is not None else []
+        commands = " and ".join(f"`{bxctl('config set ' + s)}`" for s in settings)
+        print(f"{target} is already a home: its model did not change. To change it: {commands}")
+    elif not created:
+        print(f"{target} is already a boxmaker home; nothing to do")
+    return 0
+
+
+# -- the owner's nouns ------------------------------------------------------------------
+
+approvals = App(name="approvals", help="Tool calls waiting for your decision.", sort_key=10)
 app.command(approvals)
 
 
 @approvals.command(name="list")
-async def approvals_list(*, home: Home = None, json: Json = False) -> int:
-    """List pending approvals: the tool, the exact arguments, and the session's taint."""
+def approvals_list(*, home: Home = None, json: Json = False) -> int:
+    """List pending approvals: the tool, the exact arguments, and the session's taint.
+
+    Example: bxctl approvals list
+    """
     from ._owner import approvals_list as run
 
-    return await run(home_of(home), as_json=json)
+    return run(_home(home), as_json=json)
 
 
 @approvals.command
-async def approve(approval: str, /, *, home: Home = None) -> int:
+def approve(approval: str, /, *, home: Home = None) -> int:
     """Approve one pending call; it runs at once.
+
+    Example: bxctl approvals approve ap-k2m9qx
 
     Args:
         approval: the approval's id, as `bxctl approvals list` shows it.
@@ -103,12 +143,14 @@ async def approve(approval: str, /, *, home: Home = None) -> int:
     """
     from ._owner import approvals_decide
 
-    return await approvals_decide(home_of(home), approval, approve=True, reason=None)
+    return approvals_decide(_home(home), approval, approve=True, reason=None)
 
 
 @approvals.command
-async def deny(approval: str, /, *, home: Home = None, reason: str | None = None) -> int:
+def deny(approval: str, /, *, home: Home = None, reason: str | None = None) -> int:
     """Deny one pending call; the model is told it was denied (and why, if you say).
+
+    Example: bxctl approvals deny ap-k2m9qx --reason "not that file"
 
     Args:
         approval: the approval's id, as `bxctl approvals list` shows it.
@@ -117,68 +159,31 @@ async def deny(approval: str, /, *, home: Home = None, reason: str | None = None
     """
     from ._owner import approvals_decide
 
-    return await approvals_decide(home_of(home), approval, approve=False, reason=reason)
+    return approvals_decide(_home(home), approval, approve=False, reason=reason)
 
 
-@app.command
-async def grants(*, home: Home = None, json: Json = False) -> int:
-    """The grants brokerd decides with, and any grant file it refused (exit 1 if so).
-
-    Args:
-        home: the boxmaker home.
-        json: print JSON for scripts.
-    """
-    from ._owner import grants_list
-
-    return await grants_list(home_of(home), as_json=json)
-
-
-@app.command
-async def reindex(*, home: Home = None, admin_socket: Path | None = None) -> int:
-    """Rebuild the recall index from sessions/ and archive.md; recall keeps working meanwhile.
-
-    Args:
-        home: the boxmaker home.
-        admin_socket: memoryd's owner socket (default {home}/run/owner-memory/admin.sock).
-    """
-    from ._owner import reindex as run
-
-    return await run(home_of(home), admin_socket)
-
-
-@app.command
-async def recall(
-    query: str, /, *, home: Home = None, k: Annotated[int, Parameter(alias="-k")] = 5
-) -> int:
-    """Search past sessions and archived memory, as the recall tool does.
-
-    Args:
-        query: words to look for (operators mean nothing: every word is searched as is).
-        home: the boxmaker home.
-        k: how many hits at most (1 to 10).
-    """
-    from ._owner import recall as run
-
-    return await run(home_of(home), query, k)
-
-
-memory = App(name="memory", help="What boxmaker remembers, and how it changed.")
+memory = App(name="memory", help="What boxmaker remembers, and how it changed.", sort_key=11)
 app.command(memory)
 
 
 @memory.command
-async def show(*, home: Home = None) -> int:
-    """The memory block a new session would get now, exactly."""
+def show(*, home: Home = None) -> int:
+    """The memory block a new session would get now, exactly.
+
+    Example: bxctl memory show
+    """
     from ._owner import memory_show
 
-    return await memory_show(home_of(home))
+    return memory_show(_home(home))
 
 
 @memory.command
-async def history(
+def history(
     *, home: Home = None, file: Literal["memory", "user"] | None = None, json: Json = False
 ) -> int:
     """Every applied memory edit, newest first, as a diff of entries.
+
+    Example: bxctl memory history --file user
 
     Args:
         home: the boxmaker home.
@@ -187,33 +192,145 @@ async def history(
     """
     from ._owner import memory_history
 
-    return await memory_history(home_of(home), file, as_json=json)
+    return memory_history(_home(home), file, as_json=json)
 
 
-@app.command
-async def baseline(*, home: Home = None, count: bool = False, json: Json = False) -> int:
-    """The system prompt and tool schemas a new session would get, and their size.
+@app.command(sort_key=12)
+def recall(*words: str, home: Home = None, k: Annotated[int, Parameter(alias="-k")] = 5) -> int:
+    """Search past sessions and archived memory, as the recall tool does.
+
+    Example: bxctl recall Heron launch -k 3
+
+    Args:
+        words: what to look for; several words are one search (operators mean nothing:
+            every word is searched as it is).
+        home: the boxmaker home.
+        k: how many hits at most, 1 to 10.
+    """
+    from ._common import CommandError
+    from ._owner import recall as run
+
+    query = " ".join(words).strip()
+    if not query:
+        raise CommandError("say what to look for: `bxctl recall Heron launch`")
+    if not 1 <= k <= 10:
+        raise CommandError(f"-k is how many hits to show, 1 to 10; {k} is not")
+    return run(_home(home), query, k)
+
+
+sessions = App(name="sessions", help="The conversations boxmaker has had.", sort_key=13)
+app.command(sessions)
+
+
+@sessions.command(name="list")
+def sessions_list(*, home: Home = None, json: Json = False) -> int:
+    """Every session: id, when it was created, how many records, last activity.
+
+    Example: bxctl sessions list
+    """
+    from ._sessions import sessions_list as run
+
+    return run(_home(home), as_json=json)
+
+
+@sessions.command(name="show")
+def sessions_show(session: str, /, *, home: Home = None, json: Json = False) -> int:
+    """One session's conversation, with tool calls and the labels of their results.
+
+    Example: bxctl sessions show chat-k6m5
+
+    Args:
+        session: the session's id, or the start of it (as `bxctl recall` shows it).
+        home: the boxmaker home.
+        json: print JSON for scripts.
+    """
+    from ._sessions import resolve_session
+    from ._sessions import sessions_show as run
+
+    where = _home(home)
+    return run(where, resolve_session(where, session), as_json=json)
+
+
+config = App(
+    name="config",
+    help="The home's settings: each role's TOML file, read and changed with its comments kept.",
+    sort_key=14,
+)
+app.command(config)
+
+
+@config.command(name="show")
+def config_show(*, home: Home = None) -> int:
+    """Every setting of every role, with its value now (defaults included).
+
+    Example: bxctl config show
+    """
+    from ._config import show as run
+
+    return run(_home(home))
+
+
+@config.command(name="get")
+def config_get(key: str, /, *, home: Home = None) -> int:
+    """One setting's value.
+
+    Example: bxctl config get model.url
+
+    Args:
+        key: `section.key` (`model.url`), or `role.section.key` where several roles have
+            it (`loopd.sockets.drain_s`).
+        home: the boxmaker home.
+    """
+    from ._config import get as run
+
+    return run(_home(home), key)
+
+
+@config.command(name="set")
+def config_set(key: str, value: str, /, *, home: Home = None) -> int:
+    """Change one setting, checked as the role will read it; says which role to restart.
+
+    Example: bxctl config set model.url http://127.0.0.1:8080/v1
+
+    Args:
+        key: `section.key` (`model.url`), or `role.section.key` where several roles have
+            it (`loopd.sockets.drain_s`).
+        value: the new value, as TOML (`8192`, `true`, `"text"`); a bare word is text.
+        home: the boxmaker home.
+    """
+    from ._config import set_value as run
+
+    return run(_home(home), key, value)
+
+
+@app.command(sort_key=15)
+def grants(*, home: Home = None, json: Json = False) -> int:
+    """The grants brokerd decides with, and any grant file it refused (exit 1 if so).
+
+    Example: bxctl grants
 
     Args:
         home: the boxmaker home.
-        count: ask the model server for the exact token count (else an estimate, labelled).
         json: print JSON for scripts.
     """
-    from ._baseline import baseline as run
+    from ._owner import grants_list
 
-    return await run(home_of(home), count=count, as_json=json)
+    return grants_list(_home(home), as_json=json)
 
 
-audit = App(name="audit", help="The hash-chained record of every tool decision.")
+audit = App(name="audit", help="The signed record of every tool decision.", sort_key=16)
 app.command(audit)
 
 
 @audit.command
-async def verify(*, home: Home = None) -> int:
-    """Check the audit log's hash chain; names the first broken record."""
+def verify(*, home: Home = None) -> int:
+    """Check the audit log's signatures and chain; names the first broken record.
+
+    Example: bxctl audit verify
+    """
     from ._owner import audit_verify
 
-    return await audit_verify(home_of(home))
+    return audit_verify(_home(home))
 
 
 @audit.command
@@ -222,6 +339,8 @@ def tail(
 ) -> int:
     """The last audit records, oldest first.
 
+    Example: bxctl audit tail -n 5
+
     Args:
         home: the boxmaker home.
         n: how many records.
@@ -229,30 +348,35 @@ def tail(
     """
     from ._owner import audit_tail
 
-    return audit_tail(home_of(home), n, as_json=json)
+    return audit_tail(_home(home), n, as_json=json)
 
 
-sessions = App(name="sessions", help="The conversations boxmaker has had.")
-app.command(sessions)
+@app.command(sort_key=17)
+def reindex(*, home: Home = None, admin_socket: Path | None = None) -> int:
+    """Rebuild the recall index from sessions/ and archive.md; recall keeps working meanwhile.
 
-
-@sessions.command(name="list")
-def sessions_list(*, home: Home = None, json: Json = False) -> int:
-    """Every session: id, when it was created, how many records, last activity."""
-    from ._sessions import sessions_list as run
-
-    return run(home_of(home), as_json=json)
-
-
-@sessions.command(name="show")
-def sessions_show(session: str, /, *, home: Home = None, json: Json = False) -> int:
-    """One session's conversation, with tool calls and the labels of their results.
+    Example: bxctl reindex
 
     Args:
-        session: the session id.
         home: the boxmaker home.
+        admin_socket: memoryd's owner socket (default {home}/run/owner-memory/admin.sock).
+    """
+    from ._owner import reindex as run
+
+    return run(_home(home), admin_socket)
+
+
+@app.command(sort_key=18)
+async def baseline(*, home: Home = None, count: bool = False, json: Json = False) -> int:
+    """The system prompt and tool schemas a new session would get, and their size.
+
+    Example: bxctl baseline --count
+
+    Args:
+        home: the boxmaker home.
+        count: ask the model server for the exact token count (else an estimate, labelled).
         json: print JSON for scripts.
     """
-    from ._sessions import sessions_show as run
+    from ._baseline import baseline as run
 
-    return run(home_of(home), session, as_json=json)
+    return await run(_home(home), count=count, as_json=json)

@@ -8,12 +8,12 @@ JSON way. A `CommandError` holds raw text and is rendered where it is printed.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TypeVar
 
 import msgspec
-import trio
 
 import proto
 
@@ -22,9 +22,12 @@ __all__ = [
     "CommandError",
     "Sockets",
     "ask",
+    "ask_now",
+    "bxctl",
     "home_of",
     "inline",
     "print_json",
+    "remember_home",
     "unreachable_sentence",
 ]
 
@@ -37,9 +40,47 @@ class CommandError(Exception):
     """A failure the owner can act on: printed as one line, exit code 1."""
 
 
-def home_of(home: Path | None) -> Path:
-    """`--home`, else `$BOXMAKER_HOME`, else /var/lib/boxmaker (as the roles resolve it)."""
-    return home.expanduser() if home is not None else proto.resolve_home(None)
+_given_home: Path | None = None
+"""The `--home` the owner typed, if any: sentences that name a command repeat it."""
+
+
+def remember_home(home: Path) -> None:
+    """Note the `--home` the owner typed, for the commands bxctl suggests."""
+    global _given_home
+    _given_home = home
+
+
+def home_of(home: Path | None, *, must_exist: bool = True) -> Path:
+    """`--home`, else `$BOXMAKER_HOME`, else `~/.boxmaker`: as the roles resolve it.
+
+    A home that does not exist is a `CommandError` saying so, and how to make one or
+    choose another, rather than an empty answer (`must_exist=False` for `init` and `up`,
+    which make it).
+    """
+    if home is not None:
+        remember_home(home)
+    resolved = proto.resolve_home(home)
+    if must_exist and not (resolved / "config").is_dir():
+        where = (
+            "--home"
+            if home is not None or _given_home is not None
+            else "$BOXMAKER_HOME"
+            if "BOXMAKER_HOME" in os.environ
+            else "the default home"
+        )
+        raise CommandError(
+            f"there is no boxmaker home at {resolved} ({where}). Make one there with "
+            f"`bxctl init --home {resolved}` or `bxctl up --home {resolved}`; or name "
+            "yours with --home or $BOXMAKER_HOME."
+        )
+    return resolved
+
+
+def bxctl(command: str) -> str:
+    """`bxctl COMMAND`, with the `--home` the owner gave, so it can be pasted as it is."""
+    if _given_home is None:
+        return f"bxctl {command}"
+    return f"bxctl {command} --home {_given_home}"
 
 
 class Sockets:
@@ -53,6 +94,30 @@ class Sockets:
         return spec.default_path(self.home)
 
 
+def ask_now(
+    path: Path,
+    spec: proto.Socket,
+    request: proto.Message,
+    expect: type[M],
+    *,
+    deadline_s: float = CALL_DEADLINE_S,
+) -> M:
+    """One request to a role, blocking (no trio), every failure a `CommandError` sentence."""
+    role = spec.server
+    try:
+        return proto.call_blocking(path, request, expect, deadline_s=deadline_s)
+    except proto.Unreachable as exc:
+        raise CommandError(unreachable_sentence(role, path, exc.reason)) from None
+    except proto.RemoteError as exc:
+        raise CommandError(_refused(role, exc)) from None
+    except proto.TooSlow:
+        raise CommandError(f"{role} did not answer within {deadline_s:g} s at {path}") from None
+    except proto.NoReply:
+        raise CommandError(f"{role} closed the connection without answering ({path})") from None
+    except (proto.ProtocolError, OSError) as exc:
+        raise CommandError(f"{role} sent something unexpected at {path}: {exc}") from None
+
+
 async def ask(
     path: Path,
     spec: proto.Socket,
@@ -61,7 +126,9 @@ async def ask(
     *,
     deadline_s: float = CALL_DEADLINE_S,
 ) -> M:
-    """One request to a role, with every failure turned into a `CommandError` sentence."""
+    """`ask_now` for commands that run under trio (chat, up)."""
+    import trio
+
     role = spec.server
     try:
         with trio.fail_after(deadline_s):
@@ -69,19 +136,25 @@ async def ask(
     except proto.Unreachable as exc:
         raise CommandError(unreachable_sentence(role, path, exc.reason)) from None
     except proto.RemoteError as exc:
-        runbook = f" (runbook: {exc.error.runbook})" if exc.error.runbook else ""
-        raise CommandError(f"{role} refused: {exc.error.message}{runbook}") from None
+        raise CommandError(_refused(role, exc)) from None
     except trio.TooSlowError:
         raise CommandError(f"{role} did not answer within {deadline_s:g} s at {path}") from None
+    except proto.NoReply:
+        raise CommandError(f"{role} closed the connection without answering ({path})") from None
     except (proto.ProtocolError, trio.BrokenResourceError) as exc:
         raise CommandError(f"{role} sent something unexpected at {path}: {exc}") from None
 
 
+def _refused(role: str, exc: proto.RemoteError) -> str:
+    runbook = f" (runbook: {exc.error.runbook})" if exc.error.runbook else ""
+    return f"{role} refused: {exc.error.message}{runbook}"
+
+
 def unreachable_sentence(role: str, path: Path, reason: str) -> str:
     """What to do when a role does not answer on its socket."""
-    hint = " (runbook: memoryd-start-failed)" if role == "memoryd" else ""
+    hint = f" (runbook: {role}-start-failed)"
     return (
-        f"cannot reach {role} at {path}: {reason}. Start boxmaker with `bxctl up`; "
+        f"cannot reach {role} at {path}: {reason}. Start boxmaker with `{bxctl('up')}`; "
         f"if {role} does not start, its log line says why{hint}."
     )
 

@@ -118,7 +118,21 @@ def _write_new(path: Path, text: str, mode: int = 0o600) -> bool:
 
 
 def init_home(home: Path, *, model_url: str | None = None, model: str | None = None) -> list[Path]:
-    """Create what is missing of a home; return the paths created."""
+    """Create what is missing of a home; return the paths created.
+
+    Raises:
+        CommandError: the home cannot be made there (one sentence: where, and why).
+    """
+    try:
+        return _init_home(home, model_url=model_url, model=model)
+    except OSError as exc:
+        where = exc.filename or home
+        raise CommandError(
+            f"cannot make a boxmaker home at {home}: {where}: {exc.strerror or exc}"
+        ) from None
+
+
+def _init_home(home: Path, *, model_url: str | None, model: str | None) -> list[Path]:
     shipped = shipped_config_dir()
     created: list[Path] = []
     for directory in (home, home / "config", home / "grants"):

@@ -32,7 +32,7 @@ from proto import (
     ToolResponse,
 )
 
-from ._common import Sockets, ask, inline, plural, print_json
+from ._common import Sockets, ask_now, inline, plural, print_json
 
 __all__ = [
     "approvals_decide",
@@ -68,10 +68,10 @@ def describe_approval(approval: PendingApproval) -> str:
     return "\n".join(lines)
 
 
-async def approvals_list(home: Path, *, as_json: bool) -> int:
+def approvals_list(home: Path, *, as_json: bool) -> int:
     """Print the pending approvals."""
     path = Sockets(home).path(proto.OWNER_BROKER)
-    reply = await ask(path, proto.OWNER_BROKER, ApprovalsList(), Approvals)
+    reply = ask_now(path, proto.OWNER_BROKER, ApprovalsList(), Approvals)
     if as_json:
         print_json(reply.pending)
     elif not reply.pending:
@@ -81,10 +81,10 @@ async def approvals_list(home: Path, *, as_json: bool) -> int:
     return 0
 
 
-async def approvals_decide(home: Path, approval: str, *, approve: bool, reason: str | None) -> int:
+def approvals_decide(home: Path, approval: str, *, approve: bool, reason: str | None) -> int:
     """Approve or deny one pending approval."""
     path = Sockets(home).path(proto.OWNER_BROKER)
-    await ask(
+    ask_now(
         path, proto.OWNER_BROKER, ApprovalDecide(id=approval, approve=approve, reason=reason), Ok
     )
     print(f"{'approved' if approve else 'denied'} {inline(approval)}")
@@ -103,8 +103,8 @@ def reindexed_line(reply: Reindexed) -> str:
 def _working(what: str) -> Iterator[None]:
     """A spinner with the elapsed seconds on a terminal's stderr, else one plain line.
 
-    rich redraws it from its own thread, so the trio thread is never blocked; the
-    spinner is cleared when the block ends, however it ends.
+    rich redraws it from its own thread while the call blocks this one; the spinner is
+    cleared when the block ends, however it ends.
     """
     if not sys.stderr.isatty():
         print(f"{what}…", file=sys.stderr)
@@ -121,30 +121,30 @@ def _working(what: str) -> Iterator[None]:
         yield
 
 
-async def reindex(home: Path, admin_socket: Path | None) -> int:
+def reindex(home: Path, admin_socket: Path | None) -> int:
     """Rebuild the recall index, showing progress while memoryd works."""
     path = admin_socket or Sockets(home).path(proto.OWNER_MEMORY)
     started = time.monotonic()
     with _working("reindexing"):
-        reply = await ask(
+        reply = ask_now(
             path, proto.OWNER_MEMORY, Reindex(), Reindexed, deadline_s=REINDEX_DEADLINE_S
         )
     print(f"{reindexed_line(reply)} ({time.monotonic() - started:.1f} s)")
     return 0
 
 
-async def recall(home: Path, query: str, k: int) -> int:
+def recall(home: Path, query: str, k: int) -> int:
     """The owner's own search, in the recall tool's format."""
     path = Sockets(home).path(proto.OWNER_MEMORY)
-    reply = await ask(path, proto.OWNER_MEMORY, RecallQuery(query=query, k=k), ToolResponse)
+    reply = ask_now(path, proto.OWNER_MEMORY, RecallQuery(query=query, k=k), ToolResponse)
     print(proto.for_terminal(reply.content))
     return 0 if reply.status == "ok" else 1
 
 
-async def memory_show(home: Path) -> int:
+def memory_show(home: Path) -> int:
     """The memory block a new session would get now, exactly."""
     path = Sockets(home).path(proto.LOOP_MEMORY)
-    reply = await ask(path, proto.LOOP_MEMORY, MemoryBlock(), MemoryBlockReply)
+    reply = ask_now(path, proto.LOOP_MEMORY, MemoryBlock(), MemoryBlockReply)
     print(proto.for_terminal(reply.text))
     return 0
 
@@ -163,10 +163,10 @@ def _diff(edit: EditRecord) -> list[str]:
     return out
 
 
-async def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) -> int:
+def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) -> int:
     """The edit journal, newest first, each edit as a diff of entries."""
     path = Sockets(home).path(proto.OWNER_MEMORY)
-    reply = await ask(path, proto.OWNER_MEMORY, MemoryHistory(file=file), MemoryHistoryReply)
+    reply = ask_now(path, proto.OWNER_MEMORY, MemoryHistory(file=file), MemoryHistoryReply)
     edits = list(reversed(reply.edits))
     if as_json:
         print_json(edits)
@@ -190,10 +190,10 @@ async def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: 
     return 0
 
 
-async def audit_verify(home: Path) -> int:
+def audit_verify(home: Path) -> int:
     """Walk the audit log's hash chain."""
     path = Sockets(home).path(proto.OWNER_BROKER)
-    reply = await ask(path, proto.OWNER_BROKER, AuditVerify(), AuditVerified)
+    reply = ask_now(path, proto.OWNER_BROKER, AuditVerify(), AuditVerified)
     if reply.ok:
         print(f"audit log intact: {plural(reply.records, 'record')}")
         return 0
@@ -232,10 +232,10 @@ def audit_tail(home: Path, count: int, *, as_json: bool) -> int:
     return 0
 
 
-async def grants_list(home: Path, *, as_json: bool) -> int:
+def grants_list(home: Path, *, as_json: bool) -> int:
     """The grants brokerd loaded (the built-in ones included) and the files it refused."""
     path = Sockets(home).path(proto.OWNER_BROKER)
-    reply = await ask(path, proto.OWNER_BROKER, GrantsList(), Grants)
+    reply = ask_now(path, proto.OWNER_BROKER, GrantsList(), Grants)
     if as_json:
         print_json({"grants": reply.grants, "problems": reply.problems})
         return 0

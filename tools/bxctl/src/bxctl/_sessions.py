@@ -12,7 +12,7 @@ from proto import AssistantRecord, ToolResultRecord, UserRecord
 
 from ._common import CommandError, inline, print_json
 
-__all__ = ["sessions_list", "sessions_show"]
+__all__ = ["resolve_session", "sessions_list", "sessions_show"]
 
 
 class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -22,6 +22,32 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     created: str
     records: int
     last: str | None
+
+
+def resolve_session(home: Path, given: str) -> str:
+    """The session `given` names: its whole id, or a start no other session shares.
+
+    Like git's short hashes: recall shows `chat-k6m5…`, and `chat-k6m5` (or `chat-k6m5…`,
+    as pasted) is enough. An id nothing starts with is a `CommandError` pointing at
+    `bxctl sessions list`, never a new session under a mistyped name.
+    """
+    from ._common import bxctl
+
+    text = given.strip().rstrip("…").rstrip(".")
+    root = home / "sessions"
+    names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    if text in names:
+        return text
+    matches = [name for name in names if text and name.startswith(text)]
+    if len(matches) == 1:
+        return matches[0]
+    listing = f"`{bxctl('sessions list')}` shows them"
+    if not matches:
+        raise CommandError(f"no session {inline(given)} in {home}; {listing}")
+    shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
+    raise CommandError(
+        f"{inline(given)} is the start of {len(matches)} sessions ({shown}); give more of it"
+    )
 
 
 def _records(directory: Path) -> list[proto.SessionRecord]:

@@ -1,0 +1,87 @@
+"""How fast bxctl starts: whole processes, beside a bare `python -c pass` of the same run.
+
+A home is made with `bxctl init`, `bxctl up` runs the roles (against a model address
+nobody answers: these commands do not use the model), a session and an approval-free
+recall index exist, and each command is run `--runs` times as its own process. Printed:
+median and max wall time, the bare interpreter's, and the issue's target.
+
+    just bench cli [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGETS_MS = {"--help": 300, "memory show": 400, "recall": 400, "approvals list": 400}
+COMMANDS = {
+    "--help": ["--help"],
+    "memory show": ["memory", "show"],
+    "recall": ["recall", "Heron", "launch"],
+    "approvals list": ["approvals", "list"],
+    "sessions list": ["sessions", "list"],
+}
+
+
+def _time(argv: list[str], env: dict[str, str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        done = subprocess.run(argv, env=env, capture_output=True, check=False)
+        times.append((time.perf_counter() - started) * 1000)
+        if done.returncode != 0:
+            raise SystemExit(f"{argv} failed: {done.stderr.decode(errors='replace')}")
+    return times
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="just bench cli")
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bxcli", dir="/tmp") as scratch:
+        home = Path(scratch) / "home"
+        env = {**os.environ, "BOXMAKER_HOME": str(home)}
+        bxctl = [sys.executable, "-m", "bxctl"]
+        subprocess.run(
+            [*bxctl, "init", "--model-url", "http://127.0.0.1:9/v1"],
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        up = subprocess.Popen(
+            [*bxctl, "up"], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+        )
+        assert up.stderr is not None
+        try:
+            for line in up.stderr:
+                if "boxmaker is up" in line:
+                    break
+            else:
+                raise SystemExit("bxctl up did not start")
+            bare = _time([sys.executable, "-c", "pass"], env, args.runs)
+            print(
+                f"bxctl, {args.runs} runs each, as whole processes (load {os.getloadavg()[0]:.2f})"
+            )
+            print(
+                f"  {'python -c pass':<16} median {statistics.median(bare):6.0f} ms  "
+                f"max {max(bare):6.0f} ms"
+            )
+            for name, command in COMMANDS.items():
+                times = _time([*bxctl, *command], env, args.runs)
+                median = statistics.median(times)
+                target = TARGETS_MS.get(name)
+                verdict = ""
+                if target is not None:
+                    verdict = f"  target ≤ {target} ms: {'holds' if median <= target else 'MISSED'}"
+                print(f"  {name:<16} median {median:6.0f} ms  max {max(times):6.0f} ms{verdict}")
+        finally:
+            up.send_signal(signal.SIGINT)
+            up.wait(timeout=120)
+            up.stderr.close()

@@ -1,0 +1,88 @@
+"""A blocking client for one request and its one reply, without trio.
+
+bxctl's one-request commands (`memory show`, `recall`, `approvals list`, …) use it so
+that they start without importing trio: a command that answers in milliseconds should not
+spend a fifth of a second loading an event loop. The frames are the same (`_codec`), and so
+are the failures (`_calls`). The deadline covers the whole call.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+from typing import TypeVar
+
+from ._calls import NoReply, expected, unreachable
+from ._codec import (
+    HEADER_BYTES,
+    MAX_FRAME,
+    FrameTooLarge,
+    IncompleteFrame,
+    decode_body,
+    encode_frame,
+)
+from ._messages import Message
+
+__all__ = ["TooSlow", "call_blocking"]
+
+M = TypeVar("M", bound=Message)
+
+
+class TooSlow(TimeoutError):
+    """The role did not answer within the deadline."""
+
+
+def call_blocking(
+    path: Path,
+    request: Message,
+    expect: type[M],
+    *,
+    deadline_s: float,
+    max_frame_bytes: int = MAX_FRAME,
+) -> M:
+    """Send `request` to `path` and return its one reply, which must be an `expect`.
+
+    Raises:
+        Unreachable: nobody answers on `path`.
+        RemoteError: the server answered with an `error` frame.
+        ProtocolError: the reply was malformed, missing, or of another kind.
+        TooSlow: no whole reply within `deadline_s`.
+    """
+    end = time.monotonic() + deadline_s
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
+        sock.settimeout(deadline_s)
+        try:
+            sock.connect(os.fspath(path))
+        except TimeoutError:
+            raise TooSlow(f"{path} did not accept the connection in {deadline_s:g} s") from None
+        except OSError as exc:
+            raise unreachable(path, exc) from None
+        try:
+            sock.sendall(encode_frame(request, max_frame_bytes=max_frame_bytes))
+            header = _receive(sock, HEADER_BYTES, end, path, at_boundary=True)
+            size = int.from_bytes(header, "big")
+            if size > max_frame_bytes:
+                raise FrameTooLarge(size, max_frame_bytes)
+            reply = decode_body(_receive(sock, size, end, path))
+        except TimeoutError:
+            raise TooSlow(f"{path} did not answer within {deadline_s:g} s") from None
+        except (BrokenPipeError, ConnectionResetError):
+            raise NoReply(f"{path} closed the connection without a reply") from None
+    return expected(path, reply, expect)
+
+
+def _receive(
+    sock: socket.socket, n: int, end: float, path: Path, *, at_boundary: bool = False
+) -> bytes:
+    buffer = bytearray()
+    while len(buffer) < n:
+        sock.settimeout(max(0.0, end - time.monotonic()))
+        chunk = sock.recv(n - len(buffer))
+        if not chunk:
+            if at_boundary and not buffer:
+                raise NoReply(f"{path} closed the connection without a reply")
+            raise IncompleteFrame(f"peer closed after {len(buffer)} of {n} bytes")
+        buffer += chunk
+    return bytes(buffer)

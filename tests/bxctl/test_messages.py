@@ -1,0 +1,256 @@
+"""The owner's CLI (issue 14): one home found without asking, and messages a person can act on.
+
+Each test runs `bxctl` as the owner does, as a process, and checks the one line it prints
+and its exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import proto
+from bxctl import _help
+from bxctl._init import init_home
+
+CAP_S = 30
+
+
+def bxctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k != "BOXMAKER_HOME"}
+    return subprocess.run(
+        [sys.executable, "-m", "bxctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=CAP_S,
+        env={**base, **(env or {})},
+        check=False,
+    )
+
+
+@pytest.fixture
+def home(short_dir: Path) -> Path:
+    made = short_dir / "home"
+    init_home(made, model_url="http://127.0.0.1:9/v1")
+    return made
+
+
+def session(home: Path, name: str) -> None:
+    directory = home / "sessions" / name
+    directory.mkdir(parents=True)
+    baseline = proto.Baseline(session=name, epoch=0, created="t", model="m", system="s", tools=[])
+    import msgspec
+
+    (directory / proto.BASELINE_FILE).write_bytes(msgspec.json.encode(baseline))
+    (directory / proto.LOG_FILE).write_bytes(b"")
+
+
+# -- one home ---------------------------------------------------------------------------
+
+
+def test_home_is_taken_before_or_after_the_command_and_from_the_environment(home: Path) -> None:
+    session(home, "chat-abcdefghij")
+    for args, env in (
+        (["--home", str(home), "sessions", "list"], None),
+        (["sessions", "list", "--home", str(home)], None),
+        ([f"--home={home}", "sessions", "list"], None),
+        (["sessions", "list"], {"BOXMAKER_HOME": str(home)}),
+    ):
+        done = bxctl(*args, env=env)
+        assert done.returncode == 0, (args, done.stderr)
+        assert done.stdout.startswith("chat-abcdefghij  created t"), args
+
+
+def test_the_default_home_is_the_owners_and_a_missing_one_says_how_to_make_it(
+    short_dir: Path,
+) -> None:
+    done = bxctl("sessions", "list", env={"HOME": str(short_dir)})
+    assert done.returncode == 1
+    default = short_dir / ".boxmaker"
+    assert done.stderr == (
+        f"bxctl: there is no boxmaker home at {default} (the default home). Make one there "
+        f"with `bxctl init --home {default}` or `bxctl up --home {default}`; or name yours "
+        "with --home or $BOXMAKER_HOME.\n"
+    )
+    typo = short_dir / "hoem"
+    done = bxctl("memory", "show", "--home", str(typo))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"bxctl: there is no boxmaker home at {typo} (--home).")
+    assert not typo.exists()  # nothing was made at the typo
+
+
+@pytest.mark.parametrize("where", ["/proc/boxmaker", "/sys/boxmaker/home"])
+def test_up_on_a_home_it_cannot_make_is_one_line(where: str) -> None:
+    done = bxctl("up", "--home", where)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"bxctl: cannot make a boxmaker home at {where}: ")
+    assert done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr
+
+
+# -- bxctl config -------------------------------------------------------------------------
+
+
+def test_config_get_set_and_show(home: Path) -> None:
+    toml = home / "config" / "loopd.toml"
+    comments = [line for line in toml.read_text().splitlines() if line.lstrip().startswith("#")]
+    assert bxctl("config", "get", "model.url", "--home", str(home)).stdout == (
+        '"http://127.0.0.1:9/v1"\n'
+    )
+    done = bxctl("config", "set", "model.context_tokens", "16384", "--home", str(home))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"loopd.model.context_tokens = 16384 (was 8192) in {toml}",
+        "restart loopd for it to take effect: Ctrl-C `bxctl up --home "
+        f"{home}` and start it again, or `systemctl restart boxmaker-loopd`",
+    ]
+    after = toml.read_text()
+    assert "context_tokens = 16384" in after
+    assert [line for line in after.splitlines() if line.lstrip().startswith("#")] == comments
+    assert proto.read_config(toml, proto.LoopdConfig).model.context_tokens == 16384
+    shown = bxctl("config", "show", "--home", str(home)).stdout
+    assert "loopd.model.context_tokens = 16384" in shown
+    assert "brokerd.approvals.timeout_s = 900.0" in shown
+
+
+def test_config_set_refuses_what_the_role_would_refuse(home: Path) -> None:
+    toml = home / "config" / "loopd.toml"
+    before = toml.read_text()
+    done = bxctl("config", "set", "model.max_steps", "0", "--home", str(home))
+    assert done.returncode == 1
+    assert done.stderr.startswith("bxctl: loopd would refuse model.max_steps = 0: expected `int`")
+    assert done.stderr.endswith("; nothing was changed\n")
+    assert toml.read_text() == before
+
+
+def test_an_unknown_key_suggests_the_nearest_and_an_ambiguous_one_asks_which(home: Path) -> None:
+    done = bxctl("config", "get", "model.ur", "--home", str(home))
+    assert done.returncode == 1
+    assert done.stderr.startswith("bxctl: no setting model.ur; did you mean model.url")
+    done = bxctl("config", "get", "sockets.drain_s", "--home", str(home))
+    assert done.returncode == 1
+    assert done.stderr == (
+        "bxctl: sockets.drain_s is in several roles' configs; say which: "
+        "memoryd.sockets.drain_s, brokerd.sockets.drain_s, loopd.sockets.drain_s\n"
+    )
+    assert bxctl("config", "get", "loopd.sockets.drain_s", "--home", str(home)).stdout == "20.0\n"
+
+
+def test_init_on_a_home_points_at_config_set(home: Path) -> None:
+    done = bxctl("init", "--home", str(home), "--model-url", "http://10.0.0.2:8000/v1")
+    assert done.returncode == 0
+    assert done.stdout == (
+        f"{home} is already a home: its model did not change. To change it: "
+        f"`bxctl config set model.url http://10.0.0.2:8000/v1 --home {home}`\n"
+    )
+
+
+# -- sessions by a prefix ---------------------------------------------------------------
+
+
+def test_a_unique_prefix_names_a_session_as_recall_prints_it(home: Path) -> None:
+    session(home, "chat-k6m5ert76psohrmw5uwb2ibpb4")
+    session(home, "chat-k7aaaaaaaaaaaaaaaaaaaaaaaa")
+    for given in ("chat-k6m5", "chat-k6m5…", "chat-k6m5ert76psohrmw5uwb2ibpb4"):
+        done = bxctl("sessions", "show", given, "--home", str(home))
+        assert done.returncode == 0, (given, done.stderr)
+        assert done.stdout.startswith("session chat-k6m5ert76psohrmw5uwb2ibpb4,"), given
+    done = bxctl("sessions", "show", "chat-k", "--home", str(home))
+    assert done.returncode == 1
+    assert done.stderr.startswith("bxctl: chat-k is the start of 2 sessions (")
+    done = bxctl("sessions", "show", "chat-zz", "--home", str(home))
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"bxctl: no session chat-zz in {home}; `bxctl sessions list --home {home}` shows them\n"
+    )
+
+
+def test_chat_with_an_unknown_session_does_not_start_one(home: Path) -> None:
+    done = bxctl("chat", "--session", "chat-typo", "-m", "hi", "--home", str(home))
+    assert done.returncode == 1
+    assert done.stderr.startswith("bxctl: no session chat-typo in ")
+    assert not (home / "sessions" / "chat-typo").exists()
+
+
+# -- arguments in words ----------------------------------------------------------------
+
+
+def test_recall_k_out_of_range_says_the_range_in_words(home: Path) -> None:
+    done = bxctl("recall", "Heron", "launch", "-k", "50", "--home", str(home))
+    assert (done.returncode, done.stderr) == (
+        1,
+        "bxctl: -k is how many hits to show, 1 to 10; 50 is not\n",
+    )
+
+
+def test_an_unknown_choice_lists_the_choices(home: Path) -> None:
+    done = bxctl("memory", "history", "--file", "soul", "--home", str(home))
+    assert done.returncode == 2  # a usage error, as argparse and cyclopts say it
+    assert 'Invalid value "soul" for --file. Choose from: "memory", "user".' in done.stderr
+
+
+def test_a_closed_pipe_ends_quietly(home: Path) -> None:
+    for n in range(40):
+        session(home, f"chat-pipe{n:04d}aaaa")
+    command = [sys.executable, "-m", "bxctl", "sessions", "list", "--home", str(home)]
+    listing = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert listing.stdout is not None
+    assert listing.stdout.readline()  # read one line, then hang up as `head -1` does
+    listing.stdout.close()
+    _, err = listing.communicate(timeout=CAP_S)
+    assert b"BrokenPipeError" not in err
+    assert b"Traceback" not in err
+
+
+# -- help ---------------------------------------------------------------------------------
+
+
+def test_help_lists_up_and_chat_first_then_the_nouns() -> None:
+    done = bxctl("--help")
+    assert done.returncode == 0
+    commands = [
+        line.split()[1]
+        for line in done.stdout.splitlines()
+        if line.startswith("│ ") and line[2] != " "
+    ]
+    assert commands[:3] == ["up", "chat", "init"]
+    assert done.stdout == _help.ROOT_HELP
+
+
+def test_the_stored_root_help_is_cyclopts_own() -> None:
+    assert _help.render() == _help.ROOT_HELP, "run `uv run python -m bxctl._help`"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["up"],
+        ["chat"],
+        ["init"],
+        ["approvals", "list"],
+        ["approvals", "approve"],
+        ["approvals", "deny"],
+        ["memory", "show"],
+        ["memory", "history"],
+        ["recall"],
+        ["sessions", "list"],
+        ["sessions", "show"],
+        ["config", "show"],
+        ["config", "get"],
+        ["config", "set"],
+        ["grants"],
+        ["audit", "verify"],
+        ["audit", "tail"],
+        ["reindex"],
+        ["baseline"],
+    ],
+    ids=" ".join,
+)
+def test_every_command_help_has_an_example(command: list[str]) -> None:
+    done = bxctl(*command, "--help", env={"COLUMNS": "100"})
+    assert done.returncode == 0
+    assert "Example: bxctl " + command[0] in done.stdout

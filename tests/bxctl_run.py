@@ -1,0 +1,27 @@
+"""Running a bxctl command from a trio test whose test doubles of the roles share its loop.
+
+bxctl's one-request commands block (they use the blocking client, not trio), and its
+`up` and `chat` start a trio loop of their own; either way the command runs in a worker
+thread, so the test's own loop keeps serving the role doubles it talks to. A home given
+with --home gets the `config/` folder that makes it a home, as `bxctl init` would.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import trio
+
+from bxctl import app
+
+CAP_S = 20
+
+
+async def run(*argv: str) -> object:
+    """`bxctl ARGV` in a worker thread; its return value (the exit code)."""
+    args = list(argv)
+    if "--home" in args:
+        (Path(args[args.index("--home") + 1]) / "config").mkdir(parents=True, exist_ok=True)
+    with trio.fail_after(CAP_S):
+        return await trio.to_thread.run_sync(partial(app, args, result_action="return_value"))
