@@ -19,7 +19,7 @@ TEMPLATES = {
     name: (shipped_config_dir() / name).read_text()
     for name in ("memoryd.toml", "brokerd.toml", "loopd.toml")
 }
-HOME_COMMENT = "# default: $BOXMAKER_HOME, then /var/lib/boxmaker"
+HOME_COMMENT = "# default: $BOXMAKER_HOME, then ~/.boxmaker"
 
 
 def comment_lines(text: str) -> list[str]:
@@ -67,8 +67,8 @@ def test_values_round_trip_and_every_comment_stays(
 def test_the_home_line_is_filled_in_where_it_was() -> None:
     text = _role_config(TEMPLATES["memoryd.toml"], Path("/srv/bx"), None, None)
     assert text == TEMPLATES["memoryd.toml"].replace(
-        '# home = "/var/lib/boxmaker"     # default',
-        'home = "/srv/bx"                 # default',
+        '# home = "~/.boxmaker"          # default',
+        'home = "/srv/bx"                # default',
     )
 
 

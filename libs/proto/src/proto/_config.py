@@ -30,7 +30,7 @@ class ConfigSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 
 class PathsSection(ConfigSection, frozen=True, kw_only=True):
-    """`[paths]`: where the home is (default `$BOXMAKER_HOME`, then /var/lib/boxmaker)."""
+    """`[paths]`: where the home is (default `$BOXMAKER_HOME`, then `~/.boxmaker`)."""
 
     home: str | None = None
 
