@@ -14,6 +14,7 @@ and reports its context where they do (`/props`, `/v1/models`).
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -254,11 +255,18 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up mid-answer (loopd killed, a turn cancelled) is normal here.
+        if not isinstance(sys.exc_info()[1], BrokenPipeError | ConnectionResetError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def serve_scripted_model(*steps: Step) -> Iterator[ScriptedModel]:
     """Run the server on 127.0.0.1 in a thread for the duration of the block."""
     model = ScriptedModel(steps=list(steps))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(model))
+    server = _Server(("127.0.0.1", 0), _handler(model))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
