@@ -68,7 +68,9 @@ async def chat(
     session: str | None = None,
     message: Annotated[str | None, Parameter(alias="-m")] = None,
 ) -> int:
-    """Talk to boxmaker. Tool calls show as they happen; approvals are asked inline (y/N).
+    """Talk to boxmaker. Tool calls show as they happen; approvals are asked inline.
+
+    On a terminal: line editing and history; Ctrl-C cancels a turn, Ctrl-D leaves.
 
     Args:
         home: the boxmaker home.
@@ -78,7 +80,7 @@ async def chat(
     """
     from ._chat import chat as run_chat
 
-    return await run_chat(home_of(home), session, message)
+    return await run_chat(home_of(home), session, message, home_option=home)
 
 
 approvals = App(name="approvals", help="Tool calls waiting for your decision.")

@@ -1,10 +1,24 @@
-"""`bxctl chat`: talk to boxmaker, see its tool calls, and decide approvals inline."""
+"""`bxctl chat`: talk to boxmaker, see its tool calls, and decide approvals inline.
+
+On a terminal the owner's lines are read with prompt_toolkit (line editing, and the
+history in `{home}/chat_history`), in a worker thread that owns the terminal while it
+reads; there Ctrl-C is a key (it clears the line, or leaves on an empty one) and Ctrl-D
+leaves. During a turn the terminal is the kernel's again and Ctrl-C is a SIGINT, which
+the chat receives through trio (`open_signal_receiver`, so trio raises no
+KeyboardInterrupt) and turns into cancelling the turn: the connection to loopd closes,
+and loopd cancels the turn on its side and keeps what was said. Standard input that is
+not a terminal (a script's pipe) is read line by line without prompt_toolkit.
+"""
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import assert_never
+from typing import TYPE_CHECKING, Protocol, assert_never
 
 import httpx
 import trio
@@ -31,11 +45,21 @@ from ._common import CommandError, Sockets, ask, inline, unreachable_sentence
 from ._embedded import DEMO_NOTICE, embedded_configured
 from ._owner import describe_approval
 
-__all__ = ["chat", "model_hint"]
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.application import Application
+    from prompt_toolkit.history import History
+    from rich.progress import Progress
+
+__all__ = ["HISTORY_FILE", "chat", "model_hint", "resume_hint"]
 
 MODEL_PROBE_S = 3.0
 IDLE_DEADLINE_S = 1000.0
 """How long a turn may send nothing: an approval waits up to brokerd's timeout (900 s)."""
+HISTORY_FILE = "chat_history"
+"""The owner's past lines, in the home (0600): what they typed is as private as the sessions."""
+PROMPT = "you> "
+APPROVE_PROMPT = "approve? [y/N, or a reason to deny] "
 
 
 async def model_hint(home: Path, *, after_timeout: bool = False) -> str | None:
@@ -80,6 +104,42 @@ def _label(label: proto.Label) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+class _Spinner:
+    """A spinner with the elapsed seconds on a terminal's stderr while nothing is shown.
+
+    rich redraws it from its own thread, so the trio thread is never blocked; it is
+    cleared before anything is printed (`stop`), so it never mixes with the turn's text.
+    """
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+        self._progress: Progress | None = None
+
+    def start(self, what: str) -> None:
+        """Spin, saying `what` (rendered for the terminal already) is being waited for."""
+        if not self.enabled or self._progress is not None:
+            return
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn
+
+        progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}… {task.elapsed:.1f} s", markup=False),
+            console=Console(stderr=True, force_terminal=True),
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        progress.add_task(what, total=None)
+        progress.start()
+        self._progress = progress
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
 class _Printer:
     """The turn as it streams: the assistant's text rendered for the terminal, and lines.
 
@@ -91,8 +151,15 @@ class _Printer:
     def __init__(self) -> None:
         self.mid_line = False
         self.held = ""
+        self.spinner = _Spinner()
+
+    def waiting(self, what: str) -> None:
+        """Nothing to show until loopd's next frame: spin, unless the text is mid-line."""
+        if not self.mid_line:
+            self.spinner.start(what)
 
     def text(self, text: str) -> None:
+        self.spinner.stop()
         text = self.held + text
         kept = len(text.rstrip("\\"))
         self.held = text[kept:]
@@ -105,6 +172,7 @@ class _Printer:
             self.mid_line = True
 
     def line(self, text: str) -> None:
+        self.spinner.stop()
         if self.held:
             sys.stdout.write(proto.for_terminal(self.held))
             self.held = ""
@@ -114,36 +182,49 @@ class _Printer:
         self.mid_line = False
 
 
-async def _decide_inline(home: Path, approval: PendingApproval, out: _Printer) -> None:
-    out.line(describe_approval(approval))
-    answer = await trio.to_thread.run_sync(_prompt, "approve? [y/N] ")
-    approve = answer.strip().lower() in ("y", "yes")
+Decide = Callable[[PendingApproval, _Printer], Awaitable[None]]
+"""Asks the owner about an approval during the turn (None: they decide elsewhere)."""
+
+
+def decision(answer: str) -> tuple[bool, str | None]:
+    """The owner's answer to `approve?` as (approve, reason).
+
+    `y` approves; `n` or nothing denies; any other text denies with itself as the reason
+    (the model reads it).
+    """
+    said = answer.strip()
+    if said.lower() in ("y", "yes"):
+        return True, None
+    if said.lower() in ("", "n", "no"):
+        return False, None
+    return False, said
+
+
+async def _decide(home: Path, approval: PendingApproval, answer: str, out: _Printer) -> None:
+    approve, reason = decision(answer)
     try:
         await ask(
             Sockets(home).path(proto.OWNER_BROKER),
             proto.OWNER_BROKER,
-            ApprovalDecide(id=approval.id, approve=approve),
+            ApprovalDecide(id=approval.id, approve=approve, reason=reason),
             Ok,
         )
     except CommandError as exc:
         out.line(f"  could not decide {inline(approval.id)}: {inline(str(exc))}")
         return
-    out.line(f"  {'approved' if approve else 'denied'} {inline(approval.id)}")
+    said = f" ({inline(reason)})" if reason else ""
+    out.line(f"  {'approved' if approve else 'denied'} {inline(approval.id)}{said}")
 
 
-def _prompt(text: str) -> str:
-    try:
-        return input(text)
-    except EOFError:
-        return ""
-
-
-async def _turn(home: Path, session: str, text: str, *, ask_inline: bool) -> bool:
-    out = _Printer()
+async def _turn(
+    home: Path, session: str, text: str, out: _Printer, *, decide: Decide | None
+) -> bool:
     path = Sockets(home).path(proto.OWNER_LOOP)
     try:
         async with proto.open_call(path, Say(session=session, text=text)) as conversation:
+            waiting = "thinking"
             while True:
+                out.waiting(waiting)
                 # receive(), not `async for`: a return from inside the loop would leave
                 # the frames generator to the garbage collector
                 try:
@@ -157,7 +238,11 @@ async def _turn(home: Path, session: str, text: str, *, ask_inline: bool) -> boo
                         f"running (`bxctl sessions show {session}` shows what it did)"
                     ) from None
                 if isinstance(frame, AssistantText | ToolCalled | ToolResult | ApprovalPending):
-                    await _show_event(home, frame, out, ask_inline=ask_inline)
+                    await _show_event(home, frame, out, decide=decide)
+                    if isinstance(frame, ToolCalled):
+                        waiting = f"running {inline(frame.call.name)}"
+                    elif isinstance(frame, AssistantText | ToolResult):
+                        waiting = "thinking"
                 elif isinstance(frame, TurnDone):
                     out.line("")
                     return True
@@ -174,11 +259,15 @@ async def _turn(home: Path, session: str, text: str, *, ask_inline: bool) -> boo
         raise CommandError(unreachable_sentence("loopd", path, exc.reason)) from None
     except (proto.ProtocolError, trio.BrokenResourceError) as exc:
         raise CommandError(f"loopd broke off the turn: {exc}") from None
+    finally:
+        out.spinner.stop()
     out.line("error: loopd closed the turn without an answer")
     return False
 
 
-async def _show_event(home: Path, event: TurnEvent, out: _Printer, *, ask_inline: bool) -> None:
+async def _show_event(
+    home: Path, event: TurnEvent, out: _Printer, *, decide: Decide | None
+) -> None:
     match event:
         case AssistantText(text=text):
             out.text(text)
@@ -189,10 +278,10 @@ async def _show_event(home: Path, event: TurnEvent, out: _Printer, *, ask_inline
             shown = inline(first[:157]) + ("…" if len(first) > 157 else "")
             out.line(f"  ← {status}{_label(label)}: {shown}")
         case ApprovalPending(approval=approval):
-            if ask_inline:
-                await _decide_inline(home, approval, out)
+            out.line(describe_approval(approval))
+            if decide is not None:
+                await decide(approval, out)
             else:
-                out.line(describe_approval(approval))
                 shown = inline(approval.id)
                 out.line(
                     f"  waiting for the owner: `bxctl approvals approve {shown}` "
@@ -202,8 +291,217 @@ async def _show_event(home: Path, event: TurnEvent, out: _Printer, *, ask_inline
             assert_never(event)
 
 
-async def chat(home: Path, session: str | None, message: str | None) -> int:
-    """Open (or resume) a session; send one message, or read messages until end of input."""
+class _Interrupted(Exception):
+    """Ctrl-C (the key, or a SIGINT) while the owner was being asked something."""
+
+
+class _Reader(Protocol):
+    """Where the owner's lines come from: a terminal, or a script's standard input."""
+
+    async def read(self, prompt: str, *, remember: bool) -> str:
+        """The owner's next line (`remember`: keep it in the history).
+
+        Raises:
+            EOFError: the input ended (Ctrl-D).
+            _Interrupted: Ctrl-C, or `interrupt` was called.
+        """
+        ...
+
+    def interrupt(self) -> None:
+        """End the read in progress (if any) as Ctrl-C would: a SIGINT came."""
+        ...
+
+
+class _Lines:
+    """Standard input that is not a terminal: plain lines, each prompt printed before it.
+
+    One task reads ahead by one line in a worker thread, so a read that Ctrl-C abandons
+    leaves no thread behind to swallow the next line.
+    """
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._send, self._lines = trio.open_memory_channel[str](0)
+        self._reading: trio.CancelScope | None = None
+        nursery.start_soon(self._pump)
+
+    async def _pump(self) -> None:
+        async with self._send:
+            while line := await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True):
+                await self._send.send(line)
+
+    async def read(self, prompt: str, *, remember: bool) -> str:
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+        with trio.CancelScope() as self._reading:
+            try:
+                return (await self._lines.receive()).removesuffix("\n")
+            except trio.EndOfChannel:
+                raise EOFError from None
+        raise _Interrupted
+
+    def interrupt(self) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+
+
+class _Terminal:
+    """A terminal: prompt_toolkit's line editing and history, in a worker thread.
+
+    The thread owns the terminal while it reads, so trio waits for it (a prompt is never
+    abandoned: the terminal would be left raw); a SIGINT ends the read from trio's side
+    by asking the prompt's own event loop to exit.
+    """
+
+    def __init__(self, history: History) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+        keys = KeyBindings()
+
+        @keys.add("c-c")
+        def _clear_or_leave(event: KeyPressEvent) -> None:
+            if event.current_buffer.text:
+                event.current_buffer.reset()  # Ctrl-C on a line with text clears it
+            else:
+                event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+        self._lines: PromptSession[str] = PromptSession(history=history, key_bindings=keys)
+        self._answers: PromptSession[str] = PromptSession()
+        self._active: PromptSession[str] | None = None
+
+    async def read(self, prompt: str, *, remember: bool) -> str:
+        session = self._lines if remember else self._answers
+        self._active = session
+        try:
+            return await trio.to_thread.run_sync(session.prompt, prompt)
+        except KeyboardInterrupt:
+            raise _Interrupted from None
+        finally:
+            self._active = None
+
+    def interrupt(self) -> None:
+        session = self._active
+        app = session.app if session is not None else None
+        if app is not None and app.loop is not None:
+            app.loop.call_soon_threadsafe(_exit_interrupted, app)
+
+
+def _exit_interrupted(app: Application[str]) -> None:
+    """In the prompt's own thread: end it as Ctrl-C would, unless it has just ended."""
+    if app.is_running and app.future is not None and not app.future.done():
+        app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+
+def _history(home: Path) -> tuple[History, str | None]:
+    """The history in `{home}/chat_history` (0600), or one kept in memory and why."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    path = home / HISTORY_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        why = f"lines typed now are not kept: cannot write {path} ({exc.strerror or exc})"
+        return InMemoryHistory(), why
+    return FileHistory(path), None
+
+
+def resume_hint(session: str, home_option: Path | None) -> str:
+    """The command that goes on with `session` (with `--home` when one was given)."""
+    command = ["bxctl", "chat", "--session", session]
+    if home_option is not None:
+        command += ["--home", str(home_option.expanduser().absolute())]
+    return f"to go on with this session: {shlex.join(command)}"
+
+
+class _Conversation:
+    """The owner's lines, one turn each, until they leave; Ctrl-C cancels a turn."""
+
+    def __init__(self, home: Path, session: str, reader: _Reader) -> None:
+        self.home = home
+        self.session = session
+        self.reader = reader
+        self.turn: trio.CancelScope | None = None
+        self.leaving = False
+
+    async def watch_interrupts(self, signals: AsyncIterator[int]) -> None:
+        """SIGINT (Ctrl-C while no prompt owns the terminal): cancel the turn, or leave."""
+        async for _ in signals:
+            if self.turn is not None and not self.turn.cancel_called:
+                self.turn.cancel()
+            else:
+                self.leaving = True  # a second Ctrl-C
+            self.reader.interrupt()
+
+    async def run(self) -> None:
+        while not self.leaving:
+            try:
+                line = await self.reader.read(PROMPT, remember=True)
+            except (EOFError, _Interrupted):
+                return
+            if not line.strip():
+                continue
+            out = _Printer()
+            with trio.CancelScope() as self.turn:
+                await _turn(self.home, self.session, line, out, decide=self.decide)
+            if self.turn.cancelled_caught:
+                out.line("(turn cancelled; what was said is kept. Ctrl-D or Ctrl-C leaves)")
+            self.turn = None
+
+    async def decide(self, approval: PendingApproval, out: _Printer) -> None:
+        """Ask inline; Ctrl-C here cancels the turn, and with it the approval."""
+        try:
+            answer = await self.reader.read(APPROVE_PROMPT, remember=False)
+        except EOFError:
+            answer = ""
+        except _Interrupted:
+            if self.turn is not None:
+                self.turn.cancel()
+            return
+        await _decide(self.home, approval, answer, out)
+
+
+async def _converse(home: Path, session: str, home_option: Path | None) -> None:
+    """Read the owner's lines until they leave, then say how to come back."""
+    failure: CommandError | None = None
+    try:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async with trio.open_nursery() as background:
+                reader: _Reader
+                if sys.stdin.isatty() and sys.stdout.isatty():
+                    history, problem = _history(home)
+                    if problem:
+                        print(f"note: {inline(problem)}", file=sys.stderr)
+                    reader = _Terminal(history)
+                    print(
+                        "type a message and press Enter; Ctrl-C cancels a turn, Ctrl-D leaves",
+                        file=sys.stderr,
+                    )
+                else:
+                    reader = _Lines(background)
+                conversation = _Conversation(home, session, reader)
+                background.start_soon(conversation.watch_interrupts, signals)
+                try:
+                    await conversation.run()
+                except CommandError as exc:
+                    failure = exc  # raised below, not wrapped in the nursery's group
+                background.cancel_scope.cancel()
+    finally:
+        print(f"\n{inline(resume_hint(session, home_option))}", file=sys.stderr)
+    if failure is not None:
+        raise failure
+
+
+async def chat(
+    home: Path, session: str | None, message: str | None, *, home_option: Path | None = None
+) -> int:
+    """Open (or resume) a session; send one message, or read messages until the owner leaves.
+
+    `home_option` is `--home` as given, for the command that resumes the session.
+    """
     opened = await ask(
         Sockets(home).path(proto.OWNER_LOOP),
         proto.OWNER_LOOP,
@@ -212,20 +510,15 @@ async def chat(home: Path, session: str | None, message: str | None) -> int:
     )
     state = "new session" if opened.created else "resumed session"
     print(f"{state} {inline(opened.session)}", file=sys.stderr)
-    if embedded_configured(home):
+    if opened.created and embedded_configured(home):
+        # once per session: a resumed one (every `-m` after the first) has seen it
         notice = DEMO_NOTICE.format(config=home / "config" / "loopd.toml")
         print(f"note: {notice}", file=sys.stderr)
     hint = await model_hint(home)
     if hint:
         print(f"note: {inline(hint)}", file=sys.stderr)
     if message is not None:
-        return 0 if await _turn(home, opened.session, message, ask_inline=False) else 1
-    print("type a message and press Enter; Ctrl-D ends the chat", file=sys.stderr)
-    while True:
-        try:
-            line = await trio.to_thread.run_sync(input, "you> ")
-        except EOFError:
-            print(file=sys.stderr)
-            return 0
-        if line.strip():
-            await _turn(home, opened.session, line, ask_inline=True)
+        done = await _turn(home, opened.session, message, _Printer(), decide=None)
+        return 0 if done else 1
+    await _converse(home, opened.session, home_option)
+    return 0
