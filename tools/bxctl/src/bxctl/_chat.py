@@ -18,7 +18,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, assert_never
+from typing import TYPE_CHECKING, assert_never
 
 import httpx
 import trio
@@ -43,21 +43,17 @@ from proto import (
 
 from ._common import CommandError, Sockets, ask, inline, unreachable_sentence
 from ._embedded import DEMO_NOTICE, embedded_configured
+from ._input import Interrupted, Lines, Reader, Terminal, history_in
 from ._owner import describe_approval
 
 if TYPE_CHECKING:
-    from prompt_toolkit import PromptSession
-    from prompt_toolkit.application import Application
-    from prompt_toolkit.history import History
     from rich.progress import Progress
 
-__all__ = ["HISTORY_FILE", "chat", "model_hint", "resume_hint"]
+__all__ = ["chat", "decision", "model_hint", "resume_hint"]
 
 MODEL_PROBE_S = 3.0
 IDLE_DEADLINE_S = 1000.0
 """How long a turn may send nothing: an approval waits up to brokerd's timeout (900 s)."""
-HISTORY_FILE = "chat_history"
-"""The owner's past lines, in the home (0600): what they typed is as private as the sessions."""
 PROMPT = "you> "
 APPROVE_PROMPT = "approve? [y/N, or a reason to deny] "
 
@@ -291,124 +287,6 @@ async def _show_event(
             assert_never(event)
 
 
-class _Interrupted(Exception):
-    """Ctrl-C (the key, or a SIGINT) while the owner was being asked something."""
-
-
-class _Reader(Protocol):
-    """Where the owner's lines come from: a terminal, or a script's standard input."""
-
-    async def read(self, prompt: str, *, remember: bool) -> str:
-        """The owner's next line (`remember`: keep it in the history).
-
-        Raises:
-            EOFError: the input ended (Ctrl-D).
-            _Interrupted: Ctrl-C, or `interrupt` was called.
-        """
-        ...
-
-    def interrupt(self) -> None:
-        """End the read in progress (if any) as Ctrl-C would: a SIGINT came."""
-        ...
-
-
-class _Lines:
-    """Standard input that is not a terminal: plain lines, each prompt printed before it.
-
-    One task reads ahead by one line in a worker thread, so a read that Ctrl-C abandons
-    leaves no thread behind to swallow the next line.
-    """
-
-    def __init__(self, nursery: trio.Nursery) -> None:
-        self._send, self._lines = trio.open_memory_channel[str](0)
-        self._reading: trio.CancelScope | None = None
-        nursery.start_soon(self._pump)
-
-    async def _pump(self) -> None:
-        async with self._send:
-            while line := await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True):
-                await self._send.send(line)
-
-    async def read(self, prompt: str, *, remember: bool) -> str:
-        sys.stdout.write(prompt)
-        sys.stdout.flush()
-        with trio.CancelScope() as self._reading:
-            try:
-                return (await self._lines.receive()).removesuffix("\n")
-            except trio.EndOfChannel:
-                raise EOFError from None
-        raise _Interrupted
-
-    def interrupt(self) -> None:
-        if self._reading is not None:
-            self._reading.cancel()
-
-
-class _Terminal:
-    """A terminal: prompt_toolkit's line editing and history, in a worker thread.
-
-    The thread owns the terminal while it reads, so trio waits for it (a prompt is never
-    abandoned: the terminal would be left raw); a SIGINT ends the read from trio's side
-    by asking the prompt's own event loop to exit.
-    """
-
-    def __init__(self, history: History) -> None:
-        from prompt_toolkit import PromptSession
-        from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-
-        keys = KeyBindings()
-
-        @keys.add("c-c")
-        def _clear_or_leave(event: KeyPressEvent) -> None:
-            if event.current_buffer.text:
-                event.current_buffer.reset()  # Ctrl-C on a line with text clears it
-            else:
-                event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
-
-        self._lines: PromptSession[str] = PromptSession(history=history, key_bindings=keys)
-        self._answers: PromptSession[str] = PromptSession()
-        self._active: PromptSession[str] | None = None
-
-    async def read(self, prompt: str, *, remember: bool) -> str:
-        session = self._lines if remember else self._answers
-        self._active = session
-        try:
-            return await trio.to_thread.run_sync(session.prompt, prompt)
-        except KeyboardInterrupt:
-            raise _Interrupted from None
-        finally:
-            self._active = None
-
-    def interrupt(self) -> None:
-        session = self._active
-        app = session.app if session is not None else None
-        if app is not None and app.loop is not None:
-            app.loop.call_soon_threadsafe(_exit_interrupted, app)
-
-
-def _exit_interrupted(app: Application[str]) -> None:
-    """In the prompt's own thread: end it as Ctrl-C would, unless it has just ended."""
-    if app.is_running and app.future is not None and not app.future.done():
-        app.exit(exception=KeyboardInterrupt, style="class:aborting")
-
-
-def _history(home: Path) -> tuple[History, str | None]:
-    """The history in `{home}/chat_history` (0600), or one kept in memory and why."""
-    from prompt_toolkit.history import FileHistory, InMemoryHistory
-
-    path = home / HISTORY_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        why = f"lines typed now are not kept: cannot write {path} ({exc.strerror or exc})"
-        return InMemoryHistory(), why
-    return FileHistory(path), None
-
-
 def resume_hint(session: str, home_option: Path | None) -> str:
     """The command that goes on with `session` (with `--home` when one was given)."""
     command = ["bxctl", "chat", "--session", session]
@@ -420,7 +298,7 @@ def resume_hint(session: str, home_option: Path | None) -> str:
 class _Conversation:
     """The owner's lines, one turn each, until they leave; Ctrl-C cancels a turn."""
 
-    def __init__(self, home: Path, session: str, reader: _Reader) -> None:
+    def __init__(self, home: Path, session: str, reader: Reader) -> None:
         self.home = home
         self.session = session
         self.reader = reader
@@ -440,7 +318,7 @@ class _Conversation:
         while not self.leaving:
             try:
                 line = await self.reader.read(PROMPT, remember=True)
-            except (EOFError, _Interrupted):
+            except (EOFError, Interrupted):
                 return
             if not line.strip():
                 continue
@@ -457,7 +335,7 @@ class _Conversation:
             answer = await self.reader.read(APPROVE_PROMPT, remember=False)
         except EOFError:
             answer = ""
-        except _Interrupted:
+        except Interrupted:
             if self.turn is not None:
                 self.turn.cancel()
             return
@@ -470,18 +348,18 @@ async def _converse(home: Path, session: str, home_option: Path | None) -> None:
     try:
         with trio.open_signal_receiver(signal.SIGINT) as signals:
             async with trio.open_nursery() as background:
-                reader: _Reader
+                reader: Reader
                 if sys.stdin.isatty() and sys.stdout.isatty():
-                    history, problem = _history(home)
+                    history, problem = history_in(home)
                     if problem:
                         print(f"note: {inline(problem)}", file=sys.stderr)
-                    reader = _Terminal(history)
+                    reader = Terminal(history)
                     print(
                         "type a message and press Enter; Ctrl-C cancels a turn, Ctrl-D leaves",
                         file=sys.stderr,
                     )
                 else:
-                    reader = _Lines(background)
+                    reader = Lines(background)
                 conversation = _Conversation(home, session, reader)
                 background.start_soon(conversation.watch_interrupts, signals)
                 try:
