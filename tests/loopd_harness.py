@@ -65,6 +65,7 @@ class FakeBrokerd:
     arrived: trio.Event = field(default_factory=trio.Event)  # set by the first call
     decided: trio.Event | None = None  # when set, an `ask` call waits for it after announcing
     states: dict[str, proto.CallStateReply] = field(default_factory=dict)  # call_state answers
+    withdrawn: trio.Event = field(default_factory=trio.Event)  # loopd hung up on an `ask`
 
     async def handle(self, request: Message, conn: proto.Connection) -> Message:
         if isinstance(request, proto.CallState):
@@ -88,7 +89,26 @@ class FakeBrokerd:
                 )
             )
             if self.decided is not None:
-                await self.decided.wait()
+                async with trio.open_nursery() as wait:
+
+                    async def decided(decided: trio.Event = self.decided) -> None:
+                        await decided.wait()
+                        wait.cancel_scope.cancel()
+
+                    async def gone() -> None:
+                        await conn.wait_peer_gone()  # brokerd settles it: "loopd disconnected"
+                        self.withdrawn.set()
+                        wait.cancel_scope.cancel()
+
+                    wait.start_soon(decided)
+                    wait.start_soon(gone)
+                if self.withdrawn.is_set():
+                    return ToolResponse(
+                        call_id=request.call.id,
+                        status="denied",
+                        content="loopd left",
+                        label=Label(),
+                    )
         content, label = self.answers.get(request.call.name, ("done", Label()))
         return ToolResponse(call_id=request.call.id, status="ok", content=content, label=label)
 

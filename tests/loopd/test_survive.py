@@ -126,8 +126,9 @@ async def test_a_bricked_session_goes_on_with_a_strict_server(
     assert roles == ["system", "user", "assistant", "tool", "user", "user", "user"]
     assert sent[3]["tool_call_id"] == "call_0"
     assert sent[3]["content"] == (
-        "error: interrupted: this call did not finish (boxmaker stopped, or a role restarted, "
-        "before its result came back); it ran (its status: ok), but its result was lost"
+        "error: interrupted: this call did not finish (the owner cancelled the turn, or "
+        "boxmaker stopped or a role restarted, before its result came back); it ran (its "
+        "status: ok), but its result was lost"
     )
     log = (h.home / "sessions" / opened.session / proto.LOG_FILE).read_text().splitlines()
     recorded = json.loads(log[4])

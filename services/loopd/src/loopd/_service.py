@@ -38,6 +38,8 @@ log = logging.getLogger("loopd")
 MEMORY_BLOCK_DEADLINE_S = 10.0
 CLOSE_DEADLINE_S = 5.0
 """How long closing the model client's connections may take at shutdown."""
+CANCEL_WAIT_S = 10.0
+"""How long a `say` waits for the session's cancelled turn to finish recording."""
 
 
 class Loopd:
@@ -48,6 +50,8 @@ class Loopd:
         self.store = SessionStore(settings.sessions_dir)
         self.model = ModelClient(settings.model)
         self._turns: dict[str, trio.Lock] = {}
+        self._cancelling: set[str] = set()
+        """Sessions whose turn is being cancelled because its chat client left."""
         self._context = TurnContext(
             model=self.model,
             broker_socket=settings.broker_socket,
@@ -158,33 +162,72 @@ class Loopd:
         return system.rstrip("\n") + "\n\n" + block.text
 
     async def say(self, request: Say, conn: Connection) -> Message:
-        """Run one turn of `request.session`, streaming its events to `conn`."""
+        """Run one turn of `request.session`, streaming its events to `conn`.
+
+        A client that leaves mid-turn (closes its end, or stops reading) cancels the
+        turn: what it recorded stays (the user record, an interrupted result for a call
+        in flight), and the session's next `say` goes on from there.
+        """
         session_id = request.session
         if not await trio.to_thread.run_sync(self.store.exists, session_id):
             raise ServiceError("no-session", f"there is no session {session_id!r}; open it first")
         lock = self._turns.setdefault(session_id, trio.Lock())
-        if lock.locked():
-            raise ServiceError(
-                "turn-in-progress",
-                f"a turn is already running in session {session_id}; wait for it to finish",
-            )
-        async with lock:
+        busy = ServiceError(
+            "turn-in-progress",
+            f"a turn is already running in session {session_id}; wait for it to finish",
+        )
+        if lock.locked() and session_id not in self._cancelling:
+            raise busy
+        # A turn whose client left is recording its interrupted call (a few seconds at
+        # most): the owner who cancelled it and spoke again at once waits for that.
+        with trio.move_on_after(CANCEL_WAIT_S) as waited:
+            await lock.acquire()
+        if waited.cancelled_caught:
+            raise busy
+        try:
             session: Session = await trio.to_thread.run_sync(self.store.load, session_id)
-            client_gone = False
+            text = await self._turn_unless_gone(session, request.text, conn)
+        finally:
+            self._cancelling.discard(session_id)
+            lock.release()
+        if text is None:
+            return proto.Error(
+                code="turn-cancelled", message="the chat client left; turn cancelled"
+            )
+        return TurnDone(text=text)
+
+    async def _turn_unless_gone(self, session: Session, text: str, conn: Connection) -> str | None:
+        """The turn's final text, or None when its client left and the turn was cancelled."""
+        done: list[str] = []
+        failed: list[TurnError] = []
+        async with trio.open_nursery() as race:
+
+            def cancel(why: str) -> None:
+                if not race.cancel_scope.cancel_called:
+                    log.info("chat client of %s %s; cancelling its turn", session.id, why)
+                    self._cancelling.add(session.id)
+                    race.cancel_scope.cancel()
 
             async def emit(event: TurnEvent) -> None:
-                nonlocal client_gone
-                if client_gone:
-                    return
                 try:
                     await conn.send(event)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    client_gone = True  # the turn goes on; its records are the truth
-                    log.info("chat client of %s left during a turn", session_id)
+                    cancel("stopped reading")
 
-            try:
-                text = await run_turn(session, request.text, self._context, emit)
-            except TurnError as exc:
-                log.warning("turn in %s ended: %s", session_id, exc.message)
-                raise  # a ServiceError: the chat client gets its error frame
-        return TurnDone(text=text)
+            async def watch() -> None:
+                await conn.wait_peer_gone()
+                cancel("left")
+
+            async def turn() -> None:
+                try:
+                    done.append(await run_turn(session, text, self._context, emit))
+                except TurnError as exc:
+                    log.warning("turn in %s ended: %s", session.id, exc.message)
+                    failed.append(exc)
+                race.cancel_scope.cancel()
+
+            race.start_soon(watch)
+            race.start_soon(turn)
+        if failed:
+            raise failed[0]  # a ServiceError: the chat client gets its error frame
+        return done[0] if done else None

@@ -136,8 +136,8 @@ async def _append(session: Session, record: proto.SessionRecord) -> None:
 
 
 INTERRUPTED = (
-    "interrupted: this call did not finish (boxmaker stopped, or a role restarted, before "
-    "its result came back); {fate}"
+    "interrupted: this call did not finish (the owner cancelled the turn, or boxmaker "
+    "stopped or a role restarted, before its result came back); {fate}"
 )
 """The result recorded for a tool call that has none: a strict server needs one."""
 
@@ -206,8 +206,9 @@ _FATES = {
 async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) -> str:
     """Run one turn to its end and return the assistant's final text.
 
-    Cancelled (boxmaker stopping past its drain deadline, or the owner cancelling), it
-    records a result for the tool call in flight, so the session goes on next time.
+    Cancelled (boxmaker stopping past its drain deadline, or the chat client leaving:
+    the owner cancelled), it records a result for the tool call in flight, so the
+    session goes on next time.
     """
     await answer_unanswered(session, ctx)
     await ctx.model.probe_context()

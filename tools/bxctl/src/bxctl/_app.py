@@ -63,7 +63,9 @@ async def chat(
     session: str | None = None,
     message: Annotated[str | None, Parameter(alias="-m")] = None,
 ) -> int:
-    """Talk to boxmaker. Tool calls show as they happen; approvals are asked inline (y/N).
+    """Talk to boxmaker. Tool calls show as they happen; approvals are asked inline.
+
+    On a terminal: line editing and history; Ctrl-C cancels a turn, Ctrl-D leaves.
 
     Example: bxctl chat --session chat-k6m5
 
@@ -75,11 +77,12 @@ async def chat(
             wait for `bxctl approvals`).
     """
     from ._chat import chat as run_chat
+    from ._common import given_home
     from ._sessions import resolve_session
 
     where = _home(home)
     resumed = None if session is None else resolve_session(where, session)
-    return await run_chat(where, resumed, message)
+    return await run_chat(where, resumed, message, home_option=given_home())
 
 
 @app.command(sort_key=3)

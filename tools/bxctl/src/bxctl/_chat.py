@@ -1,10 +1,24 @@
-"""`bxctl chat`: talk to boxmaker, see its tool calls, and decide approvals inline."""
+"""`bxctl chat`: talk to boxmaker, see its tool calls, and decide approvals inline.
+
+On a terminal the owner's lines are read with prompt_toolkit (line editing, and the
+history in `{home}/chat_history`), in a worker thread that owns the terminal while it
+reads; there Ctrl-C is a key (it clears the line, or leaves on an empty one) and Ctrl-D
+leaves. During a turn the terminal is the kernel's again and Ctrl-C is a SIGINT, which
+the chat receives through trio (`open_signal_receiver`, so trio raises no
+KeyboardInterrupt) and turns into cancelling the turn: the connection to loopd closes,
+and loopd cancels the turn on its side and keeps what was said. Standard input that is
+not a terminal (a script's pipe) is read line by line without prompt_toolkit.
+"""
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import assert_never
+from typing import TYPE_CHECKING, assert_never
 
 import httpx
 import trio
@@ -29,13 +43,19 @@ from proto import (
 
 from ._common import CommandError, Sockets, ask, inline, unreachable_sentence
 from ._embedded import DEMO_NOTICE, embedded_configured
+from ._input import Interrupted, Lines, Reader, Terminal, history_in
 from ._owner import describe_approval
 
-__all__ = ["chat", "model_hint"]
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+__all__ = ["chat", "decision", "model_hint", "resume_hint"]
 
 MODEL_PROBE_S = 3.0
 IDLE_DEADLINE_S = 1000.0
 """How long a turn may send nothing: an approval waits up to brokerd's timeout (900 s)."""
+PROMPT = "you> "
+APPROVE_PROMPT = "approve? [y/N, or a reason to deny] "
 
 
 async def model_hint(home: Path, *, after_timeout: bool = False) -> str | None:
@@ -80,6 +100,42 @@ def _label(label: proto.Label) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+class _Spinner:
+    """A spinner with the elapsed seconds on a terminal's stderr while nothing is shown.
+
+    rich redraws it from its own thread, so the trio thread is never blocked; it is
+    cleared before anything is printed (`stop`), so it never mixes with the turn's text.
+    """
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+        self._progress: Progress | None = None
+
+    def start(self, what: str) -> None:
+        """Spin, saying `what` (rendered for the terminal already) is being waited for."""
+        if not self.enabled or self._progress is not None:
+            return
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn
+
+        progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}… {task.elapsed:.1f} s", markup=False),
+            console=Console(stderr=True, force_terminal=True),
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        progress.add_task(what, total=None)
+        progress.start()
+        self._progress = progress
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
 class _Printer:
     """The turn as it streams: the assistant's text rendered for the terminal, and lines.
 
@@ -91,8 +147,15 @@ class _Printer:
     def __init__(self) -> None:
         self.mid_line = False
         self.held = ""
+        self.spinner = _Spinner()
+
+    def waiting(self, what: str) -> None:
+        """Nothing to show until loopd's next frame: spin, unless the text is mid-line."""
+        if not self.mid_line:
+            self.spinner.start(what)
 
     def text(self, text: str) -> None:
+        self.spinner.stop()
         text = self.held + text
         kept = len(text.rstrip("\\"))
         self.held = text[kept:]
@@ -105,6 +168,7 @@ class _Printer:
             self.mid_line = True
 
     def line(self, text: str) -> None:
+        self.spinner.stop()
         if self.held:
             sys.stdout.write(proto.for_terminal(self.held))
             self.held = ""
@@ -114,36 +178,49 @@ class _Printer:
         self.mid_line = False
 
 
-async def _decide_inline(home: Path, approval: PendingApproval, out: _Printer) -> None:
-    out.line(describe_approval(approval))
-    answer = await trio.to_thread.run_sync(_prompt, "approve? [y/N] ")
-    approve = answer.strip().lower() in ("y", "yes")
+Decide = Callable[[PendingApproval, _Printer], Awaitable[None]]
+"""Asks the owner about an approval during the turn (None: they decide elsewhere)."""
+
+
+def decision(answer: str) -> tuple[bool, str | None]:
+    """The owner's answer to `approve?` as (approve, reason).
+
+    `y` approves; `n` or nothing denies; any other text denies with itself as the reason
+    (the model reads it).
+    """
+    said = answer.strip()
+    if said.lower() in ("y", "yes"):
+        return True, None
+    if said.lower() in ("", "n", "no"):
+        return False, None
+    return False, said
+
+
+async def _decide(home: Path, approval: PendingApproval, answer: str, out: _Printer) -> None:
+    approve, reason = decision(answer)
     try:
         await ask(
             Sockets(home).path(proto.OWNER_BROKER),
             proto.OWNER_BROKER,
-            ApprovalDecide(id=approval.id, approve=approve),
+            ApprovalDecide(id=approval.id, approve=approve, reason=reason),
             Ok,
         )
     except CommandError as exc:
         out.line(f"  could not decide {inline(approval.id)}: {inline(str(exc))}")
         return
-    out.line(f"  {'approved' if approve else 'denied'} {inline(approval.id)}")
+    said = f" ({inline(reason)})" if reason else ""
+    out.line(f"  {'approved' if approve else 'denied'} {inline(approval.id)}{said}")
 
 
-def _prompt(text: str) -> str:
-    try:
-        return input(text)
-    except EOFError:
-        return ""
-
-
-async def _turn(home: Path, session: str, text: str, *, ask_inline: bool) -> bool:
-    out = _Printer()
+async def _turn(
+    home: Path, session: str, text: str, out: _Printer, *, decide: Decide | None
+) -> bool:
     path = Sockets(home).path(proto.OWNER_LOOP)
     try:
         async with proto.open_call(path, Say(session=session, text=text)) as conversation:
+            waiting = "thinking"
             while True:
+                out.waiting(waiting)
                 # receive(), not `async for`: a return from inside the loop would leave
                 # the frames generator to the garbage collector
                 try:
@@ -157,7 +234,11 @@ async def _turn(home: Path, session: str, text: str, *, ask_inline: bool) -> boo
                         f"running (`bxctl sessions show {session}` shows what it did)"
                     ) from None
                 if isinstance(frame, AssistantText | ToolCalled | ToolResult | ApprovalPending):
-                    await _show_event(home, frame, out, ask_inline=ask_inline)
+                    await _show_event(home, frame, out, decide=decide)
+                    if isinstance(frame, ToolCalled):
+                        waiting = f"running {inline(frame.call.name)}"
+                    elif isinstance(frame, AssistantText | ToolResult):
+                        waiting = "thinking"
                 elif isinstance(frame, TurnDone):
                     out.line("")
                     return True
@@ -174,11 +255,15 @@ async def _turn(home: Path, session: str, text: str, *, ask_inline: bool) -> boo
         raise CommandError(unreachable_sentence("loopd", path, exc.reason)) from None
     except (proto.ProtocolError, trio.BrokenResourceError) as exc:
         raise CommandError(f"loopd broke off the turn: {exc}") from None
+    finally:
+        out.spinner.stop()
     out.line("error: loopd closed the turn without an answer")
     return False
 
 
-async def _show_event(home: Path, event: TurnEvent, out: _Printer, *, ask_inline: bool) -> None:
+async def _show_event(
+    home: Path, event: TurnEvent, out: _Printer, *, decide: Decide | None
+) -> None:
     match event:
         case AssistantText(text=text):
             out.text(text)
@@ -189,10 +274,10 @@ async def _show_event(home: Path, event: TurnEvent, out: _Printer, *, ask_inline
             shown = inline(first[:157]) + ("…" if len(first) > 157 else "")
             out.line(f"  ← {status}{_label(label)}: {shown}")
         case ApprovalPending(approval=approval):
-            if ask_inline:
-                await _decide_inline(home, approval, out)
+            out.line(describe_approval(approval))
+            if decide is not None:
+                await decide(approval, out)
             else:
-                out.line(describe_approval(approval))
                 shown = inline(approval.id)
                 out.line(
                     f"  waiting for the owner: `bxctl approvals approve {shown}` "
@@ -202,8 +287,99 @@ async def _show_event(home: Path, event: TurnEvent, out: _Printer, *, ask_inline
             assert_never(event)
 
 
-async def chat(home: Path, session: str | None, message: str | None) -> int:
-    """Open (or resume) a session; send one message, or read messages until end of input."""
+def resume_hint(session: str, home_option: Path | None) -> str:
+    """The command that goes on with `session` (with `--home` when one was given)."""
+    command = ["bxctl", "chat", "--session", session]
+    if home_option is not None:
+        command += ["--home", str(home_option.expanduser().absolute())]
+    return f"to go on with this session: {shlex.join(command)}"
+
+
+class _Conversation:
+    """The owner's lines, one turn each, until they leave; Ctrl-C cancels a turn."""
+
+    def __init__(self, home: Path, session: str, reader: Reader) -> None:
+        self.home = home
+        self.session = session
+        self.reader = reader
+        self.turn: trio.CancelScope | None = None
+        self.leaving = False
+
+    async def watch_interrupts(self, signals: AsyncIterator[int]) -> None:
+        """SIGINT (Ctrl-C while no prompt owns the terminal): cancel the turn, or leave."""
+        async for _ in signals:
+            if self.turn is not None and not self.turn.cancel_called:
+                self.turn.cancel()
+            else:
+                self.leaving = True  # a second Ctrl-C
+            self.reader.interrupt()
+
+    async def run(self) -> None:
+        while not self.leaving:
+            try:
+                line = await self.reader.read(PROMPT, remember=True)
+            except (EOFError, Interrupted):
+                return
+            if not line.strip():
+                continue
+            out = _Printer()
+            with trio.CancelScope() as self.turn:
+                await _turn(self.home, self.session, line, out, decide=self.decide)
+            if self.turn.cancelled_caught:
+                out.line("(turn cancelled; what was said is kept. Ctrl-D or Ctrl-C leaves)")
+            self.turn = None
+
+    async def decide(self, approval: PendingApproval, out: _Printer) -> None:
+        """Ask inline; Ctrl-C here cancels the turn, and with it the approval."""
+        try:
+            answer = await self.reader.read(APPROVE_PROMPT, remember=False)
+        except EOFError:
+            answer = ""
+        except Interrupted:
+            if self.turn is not None:
+                self.turn.cancel()
+            return
+        await _decide(self.home, approval, answer, out)
+
+
+async def _converse(home: Path, session: str, home_option: Path | None) -> None:
+    """Read the owner's lines until they leave, then say how to come back."""
+    failure: CommandError | None = None
+    try:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async with trio.open_nursery() as background:
+                reader: Reader
+                if sys.stdin.isatty() and sys.stdout.isatty():
+                    history, problem = history_in(home)
+                    if problem:
+                        print(f"note: {inline(problem)}", file=sys.stderr)
+                    reader = Terminal(history)
+                    print(
+                        "type a message and press Enter; Ctrl-C cancels a turn, Ctrl-D leaves",
+                        file=sys.stderr,
+                    )
+                else:
+                    reader = Lines(background)
+                conversation = _Conversation(home, session, reader)
+                background.start_soon(conversation.watch_interrupts, signals)
+                try:
+                    await conversation.run()
+                except CommandError as exc:
+                    failure = exc  # raised below, not wrapped in the nursery's group
+                background.cancel_scope.cancel()
+    finally:
+        print(f"\n{inline(resume_hint(session, home_option))}", file=sys.stderr)
+    if failure is not None:
+        raise failure
+
+
+async def chat(
+    home: Path, session: str | None, message: str | None, *, home_option: Path | None = None
+) -> int:
+    """Open (or resume) a session; send one message, or read messages until the owner leaves.
+
+    `home_option` is `--home` as given, for the command that resumes the session.
+    """
     opened = await ask(
         Sockets(home).path(proto.OWNER_LOOP),
         proto.OWNER_LOOP,
@@ -212,20 +388,15 @@ async def chat(home: Path, session: str | None, message: str | None) -> int:
     )
     state = "new session" if opened.created else "resumed session"
     print(f"{state} {inline(opened.session)}", file=sys.stderr)
-    if embedded_configured(home):
+    if opened.created and embedded_configured(home):
+        # once per session: a resumed one (every `-m` after the first) has seen it
         notice = DEMO_NOTICE.format(config=home / "config" / "loopd.toml")
         print(f"note: {notice}", file=sys.stderr)
     hint = await model_hint(home)
     if hint:
         print(f"note: {inline(hint)}", file=sys.stderr)
     if message is not None:
-        return 0 if await _turn(home, opened.session, message, ask_inline=False) else 1
-    print("type a message and press Enter; Ctrl-D ends the chat", file=sys.stderr)
-    while True:
-        try:
-            line = await trio.to_thread.run_sync(input, "you> ")
-        except EOFError:
-            print(file=sys.stderr)
-            return 0
-        if line.strip():
-            await _turn(home, opened.session, line, ask_inline=True)
+        done = await _turn(home, opened.session, message, _Printer(), decide=None)
+        return 0 if done else 1
+    await _converse(home, opened.session, home_option)
+    return 0

@@ -24,6 +24,7 @@ __all__ = [
     "ask",
     "ask_now",
     "bxctl",
+    "given_home",
     "home_of",
     "inline",
     "print_json",
@@ -74,6 +75,11 @@ def home_of(home: Path | None, *, must_exist: bool = True) -> Path:
             "yours with --home or $BOXMAKER_HOME."
         )
     return resolved
+
+
+def given_home() -> Path | None:
+    """The `--home` the owner gave on the command line, if any."""
+    return _given_home
 
 
 def bxctl(command: str) -> str:

@@ -1,0 +1,225 @@
+"""`bxctl chat` in-process, against a test double of loopd (and brokerd) on real sockets.
+
+What needs a real terminal (line editing, history, Ctrl-C as a key) is in
+`test_chat_terminal.py`; here stdin is not a terminal, as for a script.
+"""
+
+from __future__ import annotations
+
+import io
+import queue
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+import proto
+from bxctl import app
+from bxctl._chat import decision, resume_hint
+from proto import (
+    ApprovalDecide,
+    ApprovalPending,
+    AssistantText,
+    Label,
+    Message,
+    Ok,
+    PendingApproval,
+    SessionOpened,
+    TurnDone,
+)
+
+CAP_S = 20
+SESSION = "chat-abcdefghijkl"
+Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
+
+
+async def serve(nursery: trio.Nursery, home: Path, spec: proto.Socket, handler: Handler) -> None:
+    await nursery.start(
+        lambda task_status: proto.serve_unix(
+            spec, spec.default_path(home), handler, shutdown=trio.Event(), task_status=task_status
+        )
+    )
+
+
+async def run(*argv: str) -> object:
+    with trio.fail_after(CAP_S):
+        return await app.run_async(list(argv), result_action="return_value")
+
+
+def opening(request: Message, *, created: bool = True) -> Message | None:
+    """The answers to what `bxctl chat` asks before a turn (None for a `say`)."""
+    if isinstance(request, proto.SessionOpen):
+        return SessionOpened(session=SESSION, created=created)
+    if isinstance(request, proto.BaselinePreview):
+        raise proto.ServiceError("internal", "no preview here")  # no model hint
+    assert isinstance(request, proto.Say)
+    return None
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("y", (True, None)),
+        ("Yes ", (True, None)),
+        ("", (False, None)),
+        ("n", (False, None)),
+        ("NO", (False, None)),
+        ("  not today ", (False, "not today")),
+        ("yes, but only memory.md", (False, "yes, but only memory.md")),
+    ],
+)
+def test_an_approval_answer_is_y_n_or_a_reason_to_deny(
+    answer: str, expected: tuple[bool, str | None]
+) -> None:
+    assert decision(answer) == expected
+
+
+def test_the_resume_hint_names_the_home_only_when_one_was_given() -> None:
+    assert (
+        resume_hint(SESSION, None) == f"to go on with this session: bxctl chat --session {SESSION}"
+    )
+    hint = resume_hint(SESSION, Path("/tmp/my home"))
+    assert hint.endswith(f"bxctl chat --session {SESSION} --home '/tmp/my home'")
+
+
+async def test_the_demo_note_is_shown_once_per_session(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (short_dir / "config").mkdir()
+    (short_dir / "config" / "loopd.toml").write_text('[model]\nurl = "embedded"\n')
+    opened: list[bool] = []
+
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        answer = opening(request, created=not opened)
+        if isinstance(answer, SessionOpened):
+            opened.append(answer.created)
+        return answer or TurnDone(text="hi")
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    assert await run("chat", "-m", "one", "--home", str(short_dir)) == 0
+    first = capsys.readouterr().err
+    assert await run("chat", "--session", SESSION, "-m", "two", "--home", str(short_dir)) == 0
+    second = capsys.readouterr().err
+    assert opened == [True, False]
+    assert "note: this is the embedded demo model" in first
+    assert "resumed session" in second
+    assert "demo model" not in second
+
+
+async def test_a_reason_typed_at_the_approval_denies_with_it(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    approval = PendingApproval(
+        id="ap-k3f9xy",
+        session=SESSION,
+        tool="memory",
+        arguments='{"action":"add","file":"user","text":"likes tea"}',
+        taint=Label(untrusted=True),
+        time="2026-11-30T00:00:00Z",
+    )
+    decided = trio.Event()
+    decisions: list[ApprovalDecide] = []
+
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        if answer := opening(request):
+            return answer
+        await conn.send(ApprovalPending(approval=approval))
+        await decided.wait()
+        await conn.send(AssistantText(text="As you wish."))
+        return TurnDone(text="As you wish.")
+
+    async def brokerd(request: Message, conn: proto.Connection) -> Message:
+        assert isinstance(request, ApprovalDecide)
+        decisions.append(request)
+        decided.set()
+        return Ok()
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    await serve(nursery, short_dir, proto.OWNER_BROKER, brokerd)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("remember\nnot today\n"))
+    assert await run("chat", "--home", str(short_dir)) == 0
+    out, err = capsys.readouterr()
+    assert decisions == [ApprovalDecide(id="ap-k3f9xy", approve=False, reason="not today")]
+    assert "  ! this session has seen untrusted content\n" in out
+    assert '    {"action":"add","file":"user","text":"likes tea"}\n' in out
+    assert "approve? [y/N, or a reason to deny] " in out
+    assert "  denied ap-k3f9xy (not today)\n" in out
+    assert "As you wish." in out
+    assert err.endswith(
+        f"\nto go on with this session: bxctl chat --session {SESSION} --home {short_dir}\n"
+    )
+
+
+class SlowStdin:
+    """A standard input (not a terminal) whose lines come when the test types them."""
+
+    def __init__(self) -> None:
+        self._lines: queue.Queue[str] = queue.Queue()
+
+    def type(self, line: str) -> None:
+        self._lines.put(line)
+
+    def readline(self) -> str:
+        return self._lines.get()
+
+    def isatty(self) -> bool:
+        return False
+
+
+@pytest.fixture
+def slow_stdin(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowStdin]:
+    stdin = SlowStdin()
+    monkeypatch.setattr(sys, "stdin", stdin)
+    try:
+        yield stdin
+    finally:
+        stdin.type("")  # the end: a reader thread still waiting returns
+
+
+async def test_ctrl_c_cancels_the_turn_and_the_chat_goes_on(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    slow_stdin: SlowStdin,
+) -> None:
+    turns: list[str] = []
+    waiting = trio.Event()
+    left = trio.Event()
+    again = trio.Event()
+
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        if answer := opening(request):
+            return answer
+        assert isinstance(request, proto.Say)
+        turns.append(request.text)
+        if len(turns) == 1:
+            await conn.send(AssistantText(text="Once upon a"))
+            waiting.set()
+            await conn.wait_peer_gone()  # loopd cancels the turn when its client leaves
+            left.set()
+            return TurnDone(text="never read")
+        again.set()
+        return TurnDone(text="here")
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    slow_stdin.type("a story\n")
+    async with trio.open_nursery() as chat:
+        chat.start_soon(run, "chat", "--home", str(short_dir))
+        await waiting.wait()
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C
+        await left.wait()
+        slow_stdin.type("still there?\n")
+        await again.wait()
+        await trio.testing.wait_all_tasks_blocked()  # the answer shown, the prompt waiting
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C at the prompt: leave
+    assert turns == ["a story", "still there?"]
+    out, err = capsys.readouterr()
+    assert "Once upon a\n(turn cancelled; what was said is kept." in out
+    assert "to go on with this session: bxctl chat --session" in err

@@ -1,0 +1,144 @@
+"""The owner's lines for `bxctl chat`: a terminal's, with editing and history, or a pipe's.
+
+On a terminal prompt_toolkit reads each line in a trio worker thread (it runs its own
+asyncio loop there; boxmaker's code stays trio-only), owning the terminal while it
+reads: Ctrl-C and Ctrl-D are keys then, not signals. Anything else is read line by
+line, as a script writes it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import trio
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.application import Application
+    from prompt_toolkit.history import History
+
+__all__ = ["HISTORY_FILE", "Interrupted", "Lines", "Reader", "Terminal", "history_in"]
+
+HISTORY_FILE = "chat_history"
+"""The owner's past lines, in the home (0600): what they typed is as private as the sessions."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C (the key, or a SIGINT) while the owner was being asked something."""
+
+
+class Reader(Protocol):
+    """Where the owner's lines come from: a terminal, or a script's standard input."""
+
+    async def read(self, prompt: str, *, remember: bool) -> str:
+        """The owner's next line (`remember`: keep it in the history).
+
+        Raises:
+            EOFError: the input ended (Ctrl-D).
+            Interrupted: Ctrl-C, or `interrupt` was called.
+        """
+        ...
+
+    def interrupt(self) -> None:
+        """End the read in progress (if any) as Ctrl-C would: a SIGINT came."""
+        ...
+
+
+class Lines:
+    """Standard input that is not a terminal: plain lines, each prompt printed before it.
+
+    One task reads ahead by one line in a worker thread, so a read that Ctrl-C abandons
+    leaves no thread behind to swallow the next line.
+    """
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._send, self._lines = trio.open_memory_channel[str](0)
+        self._reading: trio.CancelScope | None = None
+        nursery.start_soon(self._pump)
+
+    async def _pump(self) -> None:
+        async with self._send:
+            while line := await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True):
+                await self._send.send(line)
+
+    async def read(self, prompt: str, *, remember: bool) -> str:
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+        with trio.CancelScope() as self._reading:
+            try:
+                return (await self._lines.receive()).removesuffix("\n")
+            except trio.EndOfChannel:
+                raise EOFError from None
+        raise Interrupted
+
+    def interrupt(self) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+
+
+class Terminal:
+    """A terminal: prompt_toolkit's line editing and history, in a worker thread.
+
+    The thread owns the terminal while it reads, so trio waits for it (a prompt is never
+    abandoned: the terminal would be left raw); a SIGINT ends the read from trio's side
+    by asking the prompt's own event loop to exit.
+    """
+
+    def __init__(self, history: History) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+        keys = KeyBindings()
+
+        @keys.add("c-c")
+        def _clear_or_leave(event: KeyPressEvent) -> None:
+            if event.current_buffer.text:
+                event.current_buffer.reset()  # Ctrl-C on a line with text clears it
+            else:
+                event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+        self._lines: PromptSession[str] = PromptSession(history=history, key_bindings=keys)
+        self._answers: PromptSession[str] = PromptSession()
+        self._active: PromptSession[str] | None = None
+
+    async def read(self, prompt: str, *, remember: bool) -> str:
+        session = self._lines if remember else self._answers
+        self._active = session
+        try:
+            return await trio.to_thread.run_sync(session.prompt, prompt)
+        except KeyboardInterrupt:
+            raise Interrupted from None
+        finally:
+            self._active = None
+
+    def interrupt(self) -> None:
+        session = self._active
+        app = session.app if session is not None else None
+        if app is not None and app.loop is not None:
+            app.loop.call_soon_threadsafe(_exit_interrupted, app)
+
+
+def _exit_interrupted(app: Application[str]) -> None:
+    """In the prompt's own thread: end it as Ctrl-C would, unless it has just ended."""
+    if app.is_running and app.future is not None and not app.future.done():
+        app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+
+def history_in(home: Path) -> tuple[History, str | None]:
+    """The history in `{home}/chat_history` (0600), or one kept in memory and why."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    path = home / HISTORY_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        why = f"lines typed now are not kept: cannot write {path} ({exc.strerror or exc})"
+        return InMemoryHistory(), why
+    return FileHistory(path), None
