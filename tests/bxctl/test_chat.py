@@ -38,6 +38,7 @@ Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
 
 
 async def serve(nursery: trio.Nursery, home: Path, spec: proto.Socket, handler: Handler) -> None:
+    (home / "config").mkdir(exist_ok=True)  # a home, as bxctl looks for one
     await nursery.start(
         lambda task_status: proto.serve_unix(
             spec, spec.default_path(home), handler, shutdown=trio.Event(), task_status=task_status
@@ -89,7 +90,7 @@ def test_the_resume_hint_names_the_home_only_when_one_was_given() -> None:
 async def test_the_demo_note_is_shown_once_per_session(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (short_dir / "config").mkdir()
+    (short_dir / "config").mkdir(exist_ok=True)
     (short_dir / "config" / "loopd.toml").write_text('[model]\nurl = "embedded"\n')
     opened: list[bool] = []
 
@@ -102,6 +103,7 @@ async def test_the_demo_note_is_shown_once_per_session(
     await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
     assert await run("chat", "-m", "one", "--home", str(short_dir)) == 0
     first = capsys.readouterr().err
+    (short_dir / "sessions" / SESSION).mkdir(parents=True)  # what the real loopd made
     assert await run("chat", "--session", SESSION, "-m", "two", "--home", str(short_dir)) == 0
     second = capsys.readouterr().err
     assert opened == [True, False]

@@ -12,10 +12,12 @@ not a terminal (a script's pipe) is read line by line without prompt_toolkit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
@@ -346,7 +348,14 @@ async def _converse(home: Path, session: str, home_option: Path | None) -> None:
     """Read the owner's lines until they leave, then say how to come back."""
     failure: CommandError | None = None
     try:
-        with trio.open_signal_receiver(signal.SIGINT) as signals:
+        # Signals reach only the main thread; run elsewhere (a test's worker thread),
+        # the chat has no Ctrl-C of its own.
+        interrupts = (
+            trio.open_signal_receiver(signal.SIGINT)
+            if threading.current_thread() is threading.main_thread()
+            else contextlib.nullcontext(None)
+        )
+        with interrupts as signals:
             async with trio.open_nursery() as background:
                 reader: Reader
                 if sys.stdin.isatty() and sys.stdout.isatty():
@@ -361,7 +370,8 @@ async def _converse(home: Path, session: str, home_option: Path | None) -> None:
                 else:
                     reader = Lines(background)
                 conversation = _Conversation(home, session, reader)
-                background.start_soon(conversation.watch_interrupts, signals)
+                if signals is not None:
+                    background.start_soon(conversation.watch_interrupts, signals)
                 try:
                     await conversation.run()
                 except CommandError as exc:

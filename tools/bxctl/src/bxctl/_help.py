@@ -30,7 +30,7 @@ ROOT_HELP = "\n".join(
         "│ up           Run memoryd, brokerd and loopd in the foreground, with their    │",
         "│              logs; Ctrl-C stops all.                                         │",
         "│ chat         Talk to boxmaker. Tool calls show as they happen; approvals are │",
-        "│              asked inline (y/N).                                             │",
+        "│              asked inline.                                                   │",
         "│ init         Make a home: role configs pointing at it, system.md, the        │",
         "│              starter soul, example grants.                                   │",
         "│ approvals    Tool calls waiting for your decision.                           │",
