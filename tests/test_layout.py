@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ROLES = ("memoryd", "loopd", "brokerd")
+ROLES = ("memoryd", "loopd", "brokerd", "mattermostd")
 ROLE_PACKAGES = (*ROLES, "bxctl")
 
 

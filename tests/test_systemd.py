@@ -14,6 +14,7 @@ import proto
 
 UNITS = Path(__file__).resolve().parents[1] / "config" / "systemd"
 ROLES = ("memoryd", "brokerd", "loopd")
+UNITS_ALL = (*ROLES, "mattermostd")
 
 
 def unit(role: str) -> configparser.ConfigParser:
@@ -23,7 +24,7 @@ def unit(role: str) -> configparser.ConfigParser:
     return parser
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", UNITS_ALL)
 def test_each_role_has_a_hardened_notify_unit(role: str) -> None:
     service = unit(role)["Service"]
     assert service["Type"] == "notify"
@@ -34,8 +35,9 @@ def test_each_role_has_a_hardened_notify_unit(role: str) -> None:
     assert service["UMask"] in ("0077", "0027")  # 0027: the group may read what it is given
     assert service["CapabilityBoundingSet"] == ""
     assert service["RestrictSUIDSGID"] == "yes"
+    config = "mattermost.toml" if role == "mattermostd" else f"{role}.toml"
     assert service["ExecStart"].endswith(
-        f"/{role} serve --config /var/lib/boxmaker/config/{role}.toml"
+        f"/{role} serve --config /var/lib/boxmaker/config/{config}"
     )
     writable = service["ReadWritePaths"].split()
     assert writable
@@ -60,7 +62,7 @@ def test_each_role_writes_only_its_own_directories() -> None:
 def test_systemd_analyze_verifies_the_units(tmp_path: Path) -> None:
     # Point ExecStart at this environment's real entry points so verify can check them.
     bindir = Path(sys.executable).parent
-    for role in ROLES:
+    for role in UNITS_ALL:
         text = (UNITS / f"boxmaker-{role}.service").read_text()
         (tmp_path / f"boxmaker-{role}.service").write_text(
             text.replace("/opt/boxmaker/.venv/bin/", f"{bindir}/")
@@ -100,7 +102,7 @@ def sysusers() -> tuple[set[str], set[str], set[tuple[str, str]]]:
     return users, groups, members
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", UNITS_ALL)
 def test_every_directory_a_role_writes_is_made_for_it(role: str) -> None:
     made = tmpfiles()
     service = unit(role)["Service"]
@@ -136,7 +138,7 @@ def test_memoryd_reads_sessions_and_the_approval_key_as_a_group_member() -> None
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", UNITS_ALL)
 def test_every_unit_is_exposed_ok_or_better(role: str) -> None:
     # systemd rates exposure 0-10: below 5 is "OK" (below 2 "SAFE"); --threshold fails above.
     done = subprocess.run(
@@ -155,7 +157,7 @@ def test_every_unit_is_exposed_ok_or_better(role: str) -> None:
     print(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", UNITS_ALL)
 def test_systemd_waits_longer_than_the_drain_and_bxctl_up(role: str) -> None:
     # SIGTERM → drain (at most DEFAULT_DRAIN_S) → a cancelled turn records its call and the
     # model client closes (5 s each, shielded) → exit. bxctl up waits STOP_MARGIN_S past
@@ -164,3 +166,12 @@ def test_systemd_waits_longer_than_the_drain_and_bxctl_up(role: str) -> None:
 
     stop = float(unit(role)["Service"]["TimeoutStopSec"])
     assert proto.DEFAULT_DRAIN_S + 10 < proto.DEFAULT_DRAIN_S + STOP_MARGIN_S < stop
+
+
+def test_the_bridge_is_an_owner_device_not_restarted_when_it_waits_for_the_owner() -> None:
+    service = unit("mattermostd")["Service"]
+    _, _, members = sysusers()
+    assert service["SupplementaryGroups"] == "boxmaker-owner"  # reaches the owner sockets
+    assert ("boxmaker-mattermostd", "boxmaker-owner") in members
+    assert service["RestartPreventExitStatus"] == str(proto.NEEDS_OWNER_EXIT)
+    assert tmpfiles()["/var/lib/boxmaker/mattermost"][0] == "0700"  # its state and token

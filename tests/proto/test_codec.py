@@ -143,7 +143,14 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
     Approvals: st.builds(Approvals, pending=st.lists(PENDING, max_size=3)),
     SessionOpen: st.builds(SessionOpen, origin=st.text(), session=st.none() | SESSION_IDS),
     SessionOpened: st.builds(SessionOpened, session=SESSION_IDS, created=st.booleans()),
-    Say: st.builds(Say, session=SESSION_IDS, text=st.text()),
+    Say: st.builds(
+        Say,
+        session=SESSION_IDS,
+        text=st.text(),
+        ref=st.none() | st.text(max_size=64),
+        keep_going=st.booleans(),
+    ),
+    proto.TurnFollow: st.builds(proto.TurnFollow, session=SESSION_IDS, ref=st.text(max_size=64)),
     AssistantText: st.builds(AssistantText, text=st.text()),
     proto.CallState: st.builds(proto.CallState, session=SESSION_IDS, call=st.text()),
     ToolCalled: st.builds(ToolCalled, call=TOOL_CALLS),
@@ -170,7 +177,7 @@ def strategy_for(cls: type[Message]) -> st.SearchStrategy[Message]:
 
 def test_explicit_strategies_name_real_kinds() -> None:
     assert set(EXPLICIT) <= set(KINDS)
-    assert len(KINDS) == 31
+    assert len(KINDS) == 32
 
 
 # -- round trip ---------------------------------------------------------------------------

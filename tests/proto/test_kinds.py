@@ -87,7 +87,7 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         "loopd",
         "bxctl",
         "run/owner-loop/chat.sock",
-        {"session_open", "say", "baseline_preview"},
+        {"session_open", "say", "turn_follow", "baseline_preview"},
         {
             "session_opened",
             "assistant_text",
@@ -127,6 +127,7 @@ ALL_TAGS = {
     "session_open",
     "session_opened",
     "say",
+    "turn_follow",
     "assistant_text",
     "tool_called",
     "tool_result",
@@ -161,7 +162,8 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "audit_verified": {"records", "ok", "broken_at"},
     "session_open": {"origin", "session"},
     "session_opened": {"session", "created"},
-    "say": {"session", "text"},
+    "say": {"session", "text", "ref", "keep_going"},
+    "turn_follow": {"session", "ref"},
     "assistant_text": {"text"},
     "tool_called": {"call"},
     "tool_result": {"call", "status", "content", "label"},
@@ -271,6 +273,7 @@ REQUEST_EXAMPLES: list[Message] = [
     AuditVerify(),
     SessionOpen(origin="cli"),
     Say(session="chat-abcdefgh", text="hi"),
+    proto.TurnFollow(session="chat-abcdefgh", ref="mm:x"),
     BaselinePreview(),
 ]
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from proto import for_markdown, for_terminal, from_markdown, from_terminal
 
-ALWAYS_ESCAPED = "<>@*_`[]|~&"
+ALWAYS_ESCAPED = "<>*_`[]|~&"
 LINE_START_MARKERS = "#-+="
 
 ANY_CHAR = st.one_of(
@@ -21,10 +21,10 @@ ANY_CHAR = st.one_of(
 )
 TEXTS = st.text(ANY_CHAR, max_size=60)
 
-# One token of for_markdown's output: an escaped backslash or marker, a code point shown
-# as `\u{hex}`, or a character that needs no escaping.
+# One token of for_markdown's output: an escaped backslash or marker, `@` as the entity
+# `&#64;`, a code point shown as `\u{hex}`, or a character that needs no escaping.
 MARKDOWN_TOKEN = re.compile(
-    r"\\[\\`*_~\[\]<>|&@#\-+=]|\\u\{[0-9a-f]+\}|[^\\`*_~\[\]<>|&@]", re.DOTALL
+    r"\\[\\`*_~\[\]<>|&#\-+=]|&#64;|\\u\{[0-9a-f]+\}|[^\\`*_~\[\]<>|&@]", re.DOTALL
 )
 
 
@@ -39,6 +39,8 @@ def backslashes_before(text: str, index: int) -> int:
 @given(TEXTS)
 def test_markdown_every_markup_character_is_behind_a_backslash(text: str) -> None:
     out = for_markdown(text)
+    assert "@" not in out  # a mention's `@` is the entity `&#64;`: never a mention
+    out = out.replace("&#64;", "A")
     for i, char in enumerate(out):
         if char in ALWAYS_ESCAPED:
             assert backslashes_before(out, i) % 2 == 1, (out, i)
@@ -89,7 +91,9 @@ def test_the_terminal_rendering_touches_nothing_but_controls(text: str) -> None:
         pytest.param("\ufeffbom", r"\u{feff}bom", id="bom"),
         pytest.param("Robin\ufe0f\U000e0100", r"Robin\u{fe0f}\u{e0100}", id="variation-selectors"),
         pytest.param("\u3164\u115f", r"\u{3164}\u{115f}", id="hangul-fillers"),
-        pytest.param("@channel look", r"\@channel look", id="mention"),
+        pytest.param("@channel look", "&#64;channel look", id="mention"),
+        pytest.param("mail a@b.org", "mail a&#64;b.org", id="email"),
+        pytest.param("&#64;all", r"\&#64;all", id="entity-lookalike"),
         pytest.param("<script>alert(1)</script>", r"\<script\>alert(1)\</script\>", id="html"),
         pytest.param(
             "[click](https://evil.example)", r"\[click\](https://evil.example)", id="link"

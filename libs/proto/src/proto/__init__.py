@@ -22,8 +22,10 @@ from ._codec import decode_body as decode_body
 from ._codec import encode_frame as encode_frame
 from ._codec import read_frame as read_frame
 from ._codec import write_frame as write_frame
+from ._config import NEEDS_OWNER_EXIT as NEEDS_OWNER_EXIT
 from ._config import ConfigError as ConfigError
 from ._config import ConfigSection as ConfigSection
+from ._config import NeedsOwner as NeedsOwner
 from ._config import PathsSection as PathsSection
 from ._config import StartFailed as StartFailed
 from ._config import config_home as config_home
@@ -36,6 +38,8 @@ from ._configs import EMBEDDED_URL_ENV as EMBEDDED_URL_ENV
 from ._configs import BrokerdConfig as BrokerdConfig
 from ._configs import LoopdConfig as LoopdConfig
 from ._configs import LoopdModel as LoopdModel
+from ._configs import MattermostConfig as MattermostConfig
+from ._configs import MattermostId as MattermostId
 from ._configs import MemorydConfig as MemorydConfig
 from ._configs import PositiveCount as PositiveCount
 from ._configs import PositiveSeconds as PositiveSeconds
@@ -85,11 +89,16 @@ from ._records import HitSource as HitSource
 from ._records import RecallRecord as RecallRecord
 from ._records import Status as Status
 from ._records import audit_mac as audit_mac
+from ._render import MENTION_ENTITY as MENTION_ENTITY
+from ._render import code_block as code_block
+from ._render import code_span as code_span
 from ._render import for_markdown as for_markdown
+from ._render import for_mattermost as for_mattermost
 from ._render import for_terminal as for_terminal
 from ._render import from_markdown as from_markdown
 from ._render import from_terminal as from_terminal
 from ._render import revealed as revealed
+from ._secrets import read_token_file as read_token_file
 from ._session import BASELINE_FILE as BASELINE_FILE
 from ._session import LOG_FILE as LOG_FILE
 from ._session import SESSION_LOG as SESSION_LOG

@@ -11,8 +11,10 @@ from ._home import resolve_home, resolve_peers
 from ._sockets import Socket
 
 __all__ = [
+    "NEEDS_OWNER_EXIT",
     "ConfigError",
     "ConfigSection",
+    "NeedsOwner",
     "PathsSection",
     "StartFailed",
     "config_home",
@@ -41,6 +43,19 @@ class StartFailed(Exception):
 
 class ConfigError(StartFailed):
     """The configuration file is missing, unreadable or invalid."""
+
+
+NEEDS_OWNER_EXIT = 78
+"""The exit code of a role stopped by something only the owner can fix (`EX_CONFIG`).
+
+`bxctl up` does not start such a role again, and the units name it in
+`RestartPreventExitStatus=`: a restart would only fail the same way, or worse (a
+refused token tried again and again can lock the account).
+"""
+
+
+class NeedsOwner(StartFailed):
+    """The role stops, at start or later, until the owner fixes what the message says."""
 
 
 def read_config(path: Path, config_type: type[C]) -> C:

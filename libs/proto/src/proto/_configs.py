@@ -25,6 +25,8 @@ __all__ = [
     "BrokerdConfig",
     "LoopdConfig",
     "LoopdModel",
+    "MattermostConfig",
+    "MattermostId",
     "MemorydConfig",
     "PositiveCount",
     "PositiveSeconds",
@@ -220,3 +222,61 @@ class LoopdConfig(ConfigSection, frozen=True, kw_only=True):
     prompt: LoopdPrompt = msgspec.field(default_factory=LoopdPrompt)
     sockets: LoopdSockets = msgspec.field(default_factory=LoopdSockets)
     peers: LoopdPeers = msgspec.field(default_factory=LoopdPeers)
+
+
+# -- mattermost.toml (issue 15; docs/mattermost.md) ------------------------------------
+
+MattermostId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9]{26}$")]
+"""A Mattermost id (user, channel, post): 26 lowercase letters and digits."""
+
+
+class MattermostServer(ConfigSection, frozen=True, kw_only=True):
+    """`[server]`: the Mattermost server and the bot account's token.
+
+    The token is never in this file: `token_file` names a file of mode 0600 holding it
+    (relative to this file's folder).
+    """
+
+    url: Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s/]+(/\S*)?$")]
+    token_file: str
+    timeout_s: PositiveSeconds = 30.0
+
+
+class MattermostOwner(ConfigSection, frozen=True, kw_only=True):
+    """`[owner]`: the one Mattermost user the bridge listens to."""
+
+    user_id: MattermostId
+    username: str = ""
+    """For messages only; `user_id` is what counts (a username can be changed)."""
+
+
+class MattermostListen(ConfigSection, frozen=True, kw_only=True):
+    """`[listen]`: besides the owner's direct channel with the bot, one channel (by id)."""
+
+    channel: MattermostId | None = None
+
+
+class MattermostReply(ConfigSection, frozen=True, kw_only=True):
+    """`[reply]`: how a streaming reply is shown."""
+
+    update_s: PositiveSeconds = 1.0
+    """How often the reply post is edited while the answer streams (at most)."""
+
+
+class MattermostSockets(ConfigSection, frozen=True, kw_only=True):
+    """`[sockets]`: the owner sockets the bridge uses (defaults under `{home}/run/`)."""
+
+    loop: str | None = None
+    broker: str | None = None
+    drain_s: PositiveSeconds = DEFAULT_DRAIN_S
+
+
+class MattermostConfig(ConfigSection, frozen=True, kw_only=True):
+    """The whole of mattermost.toml, mattermostd's config."""
+
+    server: MattermostServer
+    owner: MattermostOwner
+    paths: PathsSection = msgspec.field(default_factory=PathsSection)
+    listen: MattermostListen = msgspec.field(default_factory=MattermostListen)
+    reply: MattermostReply = msgspec.field(default_factory=MattermostReply)
+    sockets: MattermostSockets = msgspec.field(default_factory=MattermostSockets)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import trio
 
-from ._config import StartFailed
+from ._config import NEEDS_OWNER_EXIT, NeedsOwner, StartFailed
 from ._role import Role, run_role, setup_logging
 from ._server import SocketPathError
 
@@ -57,7 +57,8 @@ def serve_main(
     """Parse `serve --config PATH`, start the role, and return the process's exit code.
 
     A role that cannot start logs one line naming the problem (and its runbook entry)
-    and exits 1, never with a traceback.
+    and exits 1, never with a traceback; one stopped by `NeedsOwner` (at start or later)
+    exits `NEEDS_OWNER_EXIT`, which nothing restarts.
     """
     args = _parser(role, description).parse_args(argv)
     setup_logging(role)
@@ -67,12 +68,17 @@ def serve_main(
         prepared = prepare(args.config)
     except (StartFailed, OSError) as exc:
         log.error("cannot start: %s%s", exc, hint)
-        return 1
+        return NEEDS_OWNER_EXIT if isinstance(exc, NeedsOwner) else 1
     failed: list[BaseException] = []
     try:
         trio.run(partial(run_role, prepared.start, drain_s=prepared.drain_s))
     except* (SocketPathError, StartFailed, OSError) as group:
         failed.extend(_leaves(group))
     for problem in failed:
-        log.error("cannot start: %s%s", problem, hint)
+        if isinstance(problem, NeedsOwner):
+            log.error("stopped: %s (it is not started again until this is fixed)", problem)
+        else:
+            log.error("cannot start: %s%s", problem, hint)
+    if any(isinstance(problem, NeedsOwner) for problem in failed):
+        return NEEDS_OWNER_EXIT
     return 1 if failed else 0

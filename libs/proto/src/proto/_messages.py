@@ -7,7 +7,7 @@ ignore unknown fields, for compatibility across versions.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -54,6 +54,7 @@ __all__ = [
     "ToolResult",
     "TurnDone",
     "TurnEvent",
+    "TurnFollow",
 ]
 
 
@@ -289,10 +290,30 @@ class SessionOpened(Message, frozen=True, kw_only=True, tag="session_opened"):
 
 
 class Say(Message, frozen=True, kw_only=True, tag="say"):
-    """The owner's message: runs one turn."""
+    """The owner's message: runs one turn.
+
+    A client that leaves mid-turn cancels it (bxctl chat's Ctrl-C), unless `keep_going`:
+    the Mattermost bridge's turns finish without it, and a restarted bridge picks the
+    turn up with `turn_follow`, by the `ref` it gave (recorded in the user record).
+    """
 
     session: SessionId
     text: str
+    ref: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    """The client's own name for this message (`mm:<post id>`); at most 64 characters."""
+    keep_going: bool = False
+
+
+class TurnFollow(Message, frozen=True, kw_only=True, tag="turn_follow"):
+    """Follow the turn that answers the message named `ref`, running or finished.
+
+    The reply is that turn's events from now on and its `turn_done` (at once, if it has
+    finished), or an `error`: `turn-not-found` (no message of the session has that ref:
+    the `say` never arrived) or `turn-interrupted` (it stopped before its answer).
+    """
+
+    session: SessionId
+    ref: Annotated[str, msgspec.Meta(max_length=64)]
 
 
 class AssistantText(Message, frozen=True, kw_only=True, tag="assistant_text"):
@@ -368,6 +389,7 @@ AllMessages = (
     | SessionOpen
     | SessionOpened
     | Say
+    | TurnFollow
     | AssistantText
     | ToolCalled
     | ToolResult

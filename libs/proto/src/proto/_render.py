@@ -15,9 +15,18 @@ one of two renderings:
   as the start of an escape (before `\`, `u`, or a revealed code point), so
   `{"a":"say \"hi\""}` is shown as it is.
 * `for_markdown` (chat platforms): the same code points revealed, and every character
-  with a meaning in Markdown or HTML, and `@`, behind a backslash (`#`, `-`, `+` and
-  `=` only at the start of a line, where they make headings and lists, so that JSON
-  arguments and dates stay readable); every backslash is doubled.
+  with a meaning in Markdown or HTML behind a backslash (`#`, `-`, `+` and `=` only at
+  the start of a line, where they make headings and lists, so that JSON arguments and
+  dates stay readable); every backslash is doubled. `@` becomes the entity `&#64;`:
+  Mattermost's mention parser joins an escaped `\@` to the name after it (a mention),
+  but stops at an entity.
+
+For Mattermost, three more (`docs/mattermost.md`): `code_block` and `code_span` show
+text exactly inside a fence or span that nothing in the text can close (no markup, no
+mention, no emoji: the server's mention parser skips code), revealed as for a terminal;
+`for_mattermost` is the assistant's own answer, Markdown kept, with the same code points
+revealed, no mention (every `@` an entity, in code too) and no image loaded (`![` shown
+as text: an image's address can carry what the session read to whoever serves it).
 
 Newlines stay newlines (entries span lines), except in `for_terminal(…, one_line=True)`
 for a log line or a field inside a line. Each rendering has its inverse
@@ -32,9 +41,22 @@ import unicodedata
 
 from ._ignorable import is_default_ignorable
 
-__all__ = ["for_markdown", "for_terminal", "from_markdown", "from_terminal", "revealed"]
+__all__ = [
+    "MENTION_ENTITY",
+    "code_block",
+    "code_span",
+    "for_markdown",
+    "for_mattermost",
+    "for_terminal",
+    "from_markdown",
+    "from_terminal",
+    "revealed",
+]
 
-_MARKUP = frozenset("\\`*_~[]<>|&@")
+MENTION_ENTITY = "&#64;"
+"""How `@` is written for Mattermost: shown as `@`, never a mention."""
+
+_MARKUP = frozenset("\\`*_~[]<>|&")
 # Markers that only mean something at the start of a line: headings, lists, quotes.
 _LINE_START_MARKUP = frozenset("#-+=")
 # Categories that render as nothing, reorder text, or are not characters at all:
@@ -105,7 +127,9 @@ def for_markdown(text: str) -> str:
     out: list[str] = []
     line_start = True
     for char in text:
-        if char in _MARKUP or (line_start and char in _LINE_START_MARKUP):
+        if char == "@":
+            out.append(MENTION_ENTITY)
+        elif char in _MARKUP or (line_start and char in _LINE_START_MARKUP):
             out.append("\\" + char)
         elif char == "\n" or not revealed(char):
             out.append(char)
@@ -115,15 +139,60 @@ def for_markdown(text: str) -> str:
     return "".join(out)
 
 
-_MARKDOWN_ESCAPE = re.compile(r"\\(u\{([0-9a-f]+)\}|.)", re.DOTALL)
+_MARKDOWN_ESCAPE = re.compile(r"&#64;|\\(u\{([0-9a-f]+)\}|.)", re.DOTALL)
 
 
 def from_markdown(text: str) -> str:
     """Undo `for_markdown`; used by tests to prove the owner saw the exact text."""
 
     def one(match: re.Match[str]) -> str:
+        if match.group(0) == MENTION_ENTITY:
+            return "@"
         if match.group(2) is not None:
             return chr(int(match.group(2), 16))
         return match.group(1)
 
     return _MARKDOWN_ESCAPE.sub(one, text)
+
+
+def _longest_run(text: str, char: str) -> int:
+    runs = re.findall(re.escape(char) + "+", text)
+    return max((len(run) for run in runs), default=0)
+
+
+def code_block(text: str, *, info: str = "text") -> str:
+    r"""`text` in a fenced code block that nothing in it can close, revealed as for a terminal.
+
+    The fence is one backtick longer than the longest run of backticks in the text (at
+    least three), so no line of the text can close it; Mattermost shows the lines as
+    they are: no markup, no mention, no emoji. `info` must hold no backtick.
+    """
+    shown = for_terminal(text)
+    fence = "`" * max(3, _longest_run(shown, "`") + 1)
+    return f"{fence}{info}\n{shown}\n{fence}"
+
+
+def code_span(text: str) -> str:
+    """`text` on one line in an inline code span that nothing in it can close.
+
+    The delimiter is one backtick longer than the longest run in the text, so no run
+    inside matches it; a space pads a text that starts or ends with a backtick or a
+    space (Markdown strips one space from each end of a padded span).
+    """
+    shown = for_terminal(text, one_line=True)
+    tick = "`" * (_longest_run(shown, "`") + 1)
+    if shown == "" or shown[0] in "` " or shown[-1] in "` ":
+        shown = f" {shown} "
+    return f"{tick}{shown}{tick}"
+
+
+def for_mattermost(text: str) -> str:
+    r"""The assistant's answer for Mattermost: its Markdown kept, nothing hidden or live.
+
+    Code points are revealed as for a terminal; every `@` is the entity `&#64;` (shown
+    as `@` in text, as `&#64;` inside code: the server decides mentions with its own
+    Markdown parser, and a guess at where its code blocks end could let `@all` through);
+    `![` is shown as text, so no image is loaded from an address the model chose.
+    """
+    shown = for_terminal(text)
+    return shown.replace("@", MENTION_ENTITY).replace("![", "!\\[")

@@ -48,10 +48,11 @@ class _Record(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     time: str
 
 
-class UserRecord(_Record, frozen=True, kw_only=True, tag="user"):
-    """What the owner said."""
+class UserRecord(_Record, frozen=True, kw_only=True, tag="user", omit_defaults=True):
+    """What the owner said; `ref` is the client's name for it (`Say.ref`), if it gave one."""
 
     content: str
+    ref: str | None = None
 
 
 class AssistantRecord(_Record, frozen=True, kw_only=True, tag="assistant"):

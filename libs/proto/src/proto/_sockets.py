@@ -38,6 +38,7 @@ from ._messages import (
     ToolResponse,
     ToolResult,
     TurnDone,
+    TurnFollow,
 )
 
 __all__ = [
@@ -121,7 +122,7 @@ OWNER_LOOP = Socket(
     "loopd",
     "bxctl",
     "run/owner-loop/chat.sock",
-    (SessionOpen, Say, BaselinePreview),
+    (SessionOpen, Say, TurnFollow, BaselinePreview),
     (
         SessionOpened,
         AssistantText,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import math
 from pathlib import Path
 
 import trio
@@ -23,6 +25,7 @@ from proto import (
     SessionOpened,
     TurnDone,
     TurnEvent,
+    TurnFollow,
 )
 
 from ._config import Settings
@@ -42,6 +45,30 @@ CANCEL_WAIT_S = 10.0
 """How long a `say` waits for the session's cancelled turn to finish recording."""
 
 
+@dataclasses.dataclass
+class _Running:
+    """A turn in progress, and the clients following it (`turn_follow`)."""
+
+    ref: str | None
+    followers: list[trio.MemorySendChannel[Message]] = dataclasses.field(default_factory=list)
+
+    def tell(self, frame: Message) -> None:
+        for follower in self.followers:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                follower.send_nowait(frame)  # fails only for a follower that left
+
+    def end(self, outcome: Message) -> None:
+        self.tell(outcome)
+        for follower in self.followers:
+            follower.close()
+
+
+TURN_INTERRUPTED = (
+    "the turn for this message stopped before it answered (boxmaker stopped, a role "
+    "restarted, or the model failed); say something in the session to go on"
+)
+
+
 class Loopd:
     """The role: owns sessions/, runs turns against the model, serves the chat socket."""
 
@@ -52,6 +79,7 @@ class Loopd:
         self._turns: dict[str, trio.Lock] = {}
         self._cancelling: set[str] = set()
         """Sessions whose turn is being cancelled because its chat client left."""
+        self._running: dict[str, _Running] = {}
         self._context = TurnContext(
             model=self.model,
             broker_socket=settings.broker_socket,
@@ -97,6 +125,8 @@ class Loopd:
             return await self.open_session(request)
         if isinstance(request, Say):
             return await self.say(request, conn)
+        if isinstance(request, TurnFollow):
+            return await self.follow(request, conn)
         if isinstance(request, BaselinePreview):
             system = await self._system_prompt()
             model = self.settings.model
@@ -166,7 +196,8 @@ class Loopd:
 
         A client that leaves mid-turn (closes its end, or stops reading) cancels the
         turn: what it recorded stays (the user record, an interrupted result for a call
-        in flight), and the session's next `say` goes on from there.
+        in flight), and the session's next `say` goes on from there. With `keep_going`
+        the turn finishes without it, and `turn_follow` (by `ref`) picks it up.
         """
         session_id = request.session
         if not await trio.to_thread.run_sync(self.store.exists, session_id):
@@ -184,10 +215,23 @@ class Loopd:
             await lock.acquire()
         if waited.cancelled_caught:
             raise busy
+        running = _Running(request.ref)
+        self._running[session_id] = running
+        outcome: Message = proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
         try:
             session: Session = await trio.to_thread.run_sync(self.store.load, session_id)
-            text = await self._turn_unless_gone(session, request.text, conn)
+            if request.keep_going:
+                text: str | None = await self._turn_to_the_end(session, request, conn, running)
+            else:
+                text = await self._turn_unless_gone(session, request, conn, running)
+            if text is not None:
+                outcome = TurnDone(text=text)
+        except ServiceError as exc:
+            outcome = exc.to_frame()
+            raise
         finally:
+            running.end(outcome)
+            del self._running[session_id]
             self._cancelling.discard(session_id)
             lock.release()
         if text is None:
@@ -196,7 +240,53 @@ class Loopd:
             )
         return TurnDone(text=text)
 
-    async def _turn_unless_gone(self, session: Session, text: str, conn: Connection) -> str | None:
+    async def _turn_to_the_end(
+        self, session: Session, request: Say, conn: Connection, running: _Running
+    ) -> str:
+        """The turn's final text; a client that leaves does not stop it."""
+        gone = False
+
+        async def emit(event: TurnEvent) -> None:
+            nonlocal gone
+            running.tell(event)
+            if gone:
+                return
+            try:
+                await conn.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                gone = True
+                log.info("chat client of %s left; its turn goes on", session.id)
+
+        try:
+            return await run_turn(session, request.text, self._context, emit, ref=request.ref)
+        except TurnError as exc:
+            log.warning("turn in %s ended: %s", session.id, exc.message)
+            raise
+
+    async def follow(self, request: TurnFollow, conn: Connection) -> Message:
+        """The events of the turn that answers `request.ref` from now on, and its end."""
+        running = self._running.get(request.session)
+        if running is not None and running.ref == request.ref:
+            send, receive = trio.open_memory_channel[Message](math.inf)
+            running.followers.append(send)
+            async with receive:
+                async for frame in receive:
+                    if isinstance(frame, TurnDone | proto.Error):
+                        return frame
+                    try:
+                        await conn.send(frame)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        running.followers.remove(send)
+                        return proto.Error(code="turn-interrupted", message="follower left")
+            return proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
+        if not await trio.to_thread.run_sync(self.store.exists, request.session):
+            raise ServiceError("no-session", f"there is no session {request.session!r}")
+        session = await trio.to_thread.run_sync(self.store.load, request.session)
+        return _ended_turn(session.records, request.ref)
+
+    async def _turn_unless_gone(
+        self, session: Session, request: Say, conn: Connection, running: _Running
+    ) -> str | None:
         """The turn's final text, or None when its client left and the turn was cancelled."""
         done: list[str] = []
         failed: list[TurnError] = []
@@ -209,6 +299,7 @@ class Loopd:
                     race.cancel_scope.cancel()
 
             async def emit(event: TurnEvent) -> None:
+                running.tell(event)
                 try:
                     await conn.send(event)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -220,7 +311,9 @@ class Loopd:
 
             async def turn() -> None:
                 try:
-                    done.append(await run_turn(session, text, self._context, emit))
+                    done.append(
+                        await run_turn(session, request.text, self._context, emit, ref=request.ref)
+                    )
                 except TurnError as exc:
                     log.warning("turn in %s ended: %s", session.id, exc.message)
                     failed.append(exc)
@@ -231,3 +324,33 @@ class Loopd:
         if failed:
             raise failed[0]  # a ServiceError: the chat client gets its error frame
         return done[0] if done else None
+
+
+def _ended_turn(records: list[proto.SessionRecord], ref: str) -> Message:
+    """How the finished turn that answered the message `ref` ended, from the session's log.
+
+    Its answer is the last assistant message without tool calls before the next message
+    of the owner; without one, the turn stopped before it answered.
+    """
+    start = next(
+        (
+            i
+            for i in range(len(records) - 1, -1, -1)
+            if isinstance(records[i], proto.UserRecord) and records[i].ref == ref  # type: ignore[union-attr]
+        ),
+        None,
+    )
+    if start is None:
+        return proto.Error(
+            code="turn-not-found",
+            message=f"no message of this session is named {ref!r}: it never arrived",
+        )
+    answer: str | None = None
+    for record in records[start + 1 :]:
+        if isinstance(record, proto.UserRecord):
+            break
+        if isinstance(record, proto.AssistantRecord) and not record.tool_calls:
+            answer = record.content or ""
+    if answer is None:
+        return proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
+    return TurnDone(text=answer)

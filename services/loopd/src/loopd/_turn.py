@@ -203,7 +203,9 @@ _FATES = {
 }
 
 
-async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) -> str:
+async def run_turn(
+    session: Session, text: str, ctx: TurnContext, emit: Emit, *, ref: str | None = None
+) -> str:
     """Run one turn to its end and return the assistant's final text.
 
     Cancelled (boxmaker stopping past its drain deadline, or the chat client leaving:
@@ -213,7 +215,7 @@ async def run_turn(session: Session, text: str, ctx: TurnContext, emit: Emit) ->
     await answer_unanswered(session, ctx)
     await ctx.model.probe_context()
     _check_room(session, ctx, len(text))
-    await _append(session, UserRecord(time=proto.utc_stamp(), content=text))
+    await _append(session, UserRecord(time=proto.utc_stamp(), content=text, ref=ref))
     try:
         return await _steps(session, ctx, emit)
     except trio.Cancelled:

@@ -86,27 +86,68 @@ async def chat(
 
 
 @app.command(sort_key=3)
-def init(*, home: Home = None, model_url: str | None = None, model: str | None = None) -> int:
+def init(
+    *,
+    home: Home = None,
+    model_url: str | None = None,
+    model: str | None = None,
+    mattermost_url: str | None = None,
+    token_file: Path | None = None,
+    owner: str | None = None,
+    mattermost_channel: str | None = None,
+) -> int:
     """Make a home: role configs pointing at it, system.md, the starter soul, example grants.
 
     Safe to run again: nothing that exists is overwritten (change settings with `bxctl
-    config set`).
+    config set`). With --mattermost-url, --token-file and --owner it also connects
+    boxmaker to your Mattermost (docs/mattermost.md): `bxctl up` then runs the bridge.
 
     Example: bxctl init --model-url http://127.0.0.1:8080/v1 --model qwen3
+
+    Example: bxctl init --mattermost-url https://chat.example.org --token-file
+    ~/.boxmaker/mattermost.token --owner alice
 
     Args:
         home: the boxmaker home to make.
         model_url: the model server's OpenAI-compatible base URL (e.g. http://127.0.0.1:8080/v1).
         model: the model name to send to that server.
+        mattermost_url: your Mattermost server's address (https://…).
+        token_file: a file holding the bot account's access token, mode 0600.
+        owner: your Mattermost username: the one user the bot listens to.
+        mattermost_channel: a channel id whose posts by you it answers too (besides your
+            direct channel with the bot).
     """
     from ._common import bxctl
     from ._init import init_home
 
+    given = [mattermost_url, token_file, owner]
+    if any(v is not None for v in given) and any(v is None for v in given):
+        from ._common import CommandError
+
+        raise CommandError("Mattermost needs all three: --mattermost-url, --token-file and --owner")
     target = _home(home, must_exist=False)
     existed = (target / "config").is_dir()
     created = init_home(target, model_url=model_url, model=model)
     for path in created:
         print(f"created {path}")
+    if mattermost_url is not None and token_file is not None and owner is not None:
+        from ._mattermost import mattermost_config
+
+        written = mattermost_config(
+            target,
+            url=mattermost_url,
+            token_file=token_file,
+            owner=owner,
+            channel=mattermost_channel,
+        )
+        if written is None:
+            print(
+                f"{target / 'config' / 'mattermost.toml'} exists already; nothing changed "
+                f"(edit it, or remove it and run this again)"
+            )
+        else:
+            print(f"created {written}; `{bxctl('up')}` runs the bridge")
+            created.append(written)
     if existed and (model_url is not None or model is not None):
         settings = [f"model.url {model_url}"] if model_url is not None else []
         settings += [f"model.model {model}"] if model is not None else []

@@ -1,4 +1,4 @@
-"""`bxctl up`: memoryd, brokerd and loopd as child processes, for a one-machine install.
+"""`bxctl up`: memoryd, brokerd, loopd (and mattermostd) as child processes, on one machine.
 
 Each role is started with its config from `{home}/config/`, in dependency order, and
 must report READY=1 on its own notify socket (the systemd protocol) before the next
@@ -11,6 +11,11 @@ A role that dies `RESTART_LIMIT` times in a row within `QUICK_DEATH_S` of starti
 in a crash loop (systemd's start limit: 5 in 10 s); bxctl then says which role, with its
 own last error, and stops the others. An open `bxctl chat` reaches the new loopd on its
 next message.
+
+mattermostd, the Mattermost bridge, runs when `config/mattermost.toml` exists, and is the
+one role boxmaker can do without: if it cannot start, keeps dying, or stops for the
+owner (`proto.NEEDS_OWNER_EXIT`: a refused token, a bad config), bxctl says why and the
+others go on; it is not started again until `bxctl up` is.
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ from ._init import init_home
 __all__ = ["ROLES", "up"]
 
 ROLES = ("memoryd", "brokerd", "loopd")
+BRIDGE = "mattermostd"
+CONFIG_FILES = {BRIDGE: "mattermost.toml"}
+"""A role's config file in `{home}/config/`, where it is not `ROLE.toml`."""
 READY_DEADLINE_S = 60.0
 MODEL_READY_DEADLINE_S = 180.0
 STOP_MARGIN_S = 15.0
@@ -148,22 +156,37 @@ def _died_while_starting(child: _Child) -> CommandError:
 
 def _stop_deadline(home: Path, role: str) -> float:
     """A role's drain deadline (from its config) and bxctl's margin."""
-    kinds: dict[str, type[proto.MemorydConfig | proto.BrokerdConfig | proto.LoopdConfig]] = {
+    kinds: dict[
+        str,
+        type[
+            proto.MemorydConfig | proto.BrokerdConfig | proto.LoopdConfig | proto.MattermostConfig
+        ],
+    ] = {
         "memoryd": proto.MemorydConfig,
         "brokerd": proto.BrokerdConfig,
         "loopd": proto.LoopdConfig,
+        BRIDGE: proto.MattermostConfig,
     }
     try:
-        config = proto.read_config(home / "config" / f"{role}.toml", kinds[role])
+        config = proto.read_config(_config_path(home, role), kinds[role])
     except proto.ConfigError:
         return proto.DEFAULT_DRAIN_S + STOP_MARGIN_S  # the role itself says what is wrong
     return config.sockets.drain_s + STOP_MARGIN_S
 
 
+def _config_path(home: Path, role: str) -> Path:
+    return home / "config" / CONFIG_FILES.get(role, f"{role}.toml")
+
+
+def bridge_configured(home: Path) -> bool:
+    """Whether the home has a Mattermost bridge to run."""
+    return _config_path(home, BRIDGE).is_file()
+
+
 async def _start(
     nursery: trio.Nursery, role: str, home: Path, notify_dir: Path, extra_env: dict[str, str]
 ) -> _Child:
-    config = home / "config" / f"{role}.toml"
+    config = _config_path(home, role)
     notify_path = notify_dir / f"{role}.notify"
     notify_path.unlink(missing_ok=True)  # a role started again: its old socket's file
     notify = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_DGRAM)
@@ -240,6 +263,7 @@ def _banner(home: Path) -> str:
         f"boxmaker is up (home {home})",
         *(f"  {spec.name:>13}: {sockets.path(spec)}" for spec in proto.SOCKETS),
         "chat with it:   bxctl chat" + ("" if _default_home(home) else f" --home {home}"),
+        *(["or in Mattermost: post to the bot"] if bridge_configured(home) else []),
         "stop it:        Ctrl-C",
     ]
     return "\n".join(rows)
@@ -275,6 +299,18 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
                         start = partial(_start, nursery, role, home, notify_dir, extra)
                         children.append(await start())
                         starters.append(start)
+                    if bridge_configured(home):
+                        start = partial(_start, nursery, BRIDGE, home, notify_dir, {})
+                        try:
+                            children.append(await start())
+                            starters.append(start)
+                        except CommandError as exc:
+                            print(
+                                f"bxctl: the Mattermost bridge did not start ({inline(str(exc))}); "
+                                "boxmaker runs without it (docs/runbook.md, mattermost-*)",
+                                file=sys.stderr,
+                                flush=True,
+                            )
                 except CommandError:
                     await _stop(children)
                     nursery.cancel_scope.cancel()
@@ -331,6 +367,28 @@ async def _supervise(
                     f"bxctl: {child.role} exited with code {child.process.returncode} "
                     f"({inline(child.why())})"
                 )
+                if child.process.returncode == proto.NEEDS_OWNER_EXIT:
+                    print(
+                        f"{said}; it waits for you to fix that, and is not started again "
+                        "until the next `bxctl up`"
+                        + ("" if child.role == BRIDGE else "; boxmaker stops"),
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    if child.role == BRIDGE:
+                        return
+                    outcome.append(1)
+                    watch.cancel_scope.cancel()
+                    return
+                if quick_deaths >= RESTART_LIMIT and child.role == BRIDGE:
+                    print(
+                        f"{said}; it died {quick_deaths} times in a row within "
+                        f"{QUICK_DEATH_S:g} s of starting, so it is not started again; the "
+                        "rest of boxmaker goes on",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return
                 if quick_deaths >= RESTART_LIMIT:
                     print(
                         f"{said}; it died {quick_deaths} times in a row within "

@@ -1,0 +1,196 @@
+"""Mattermost's WebSocket event stream (`/api/v4/websocket`), under trio-websocket.
+
+The bridge authenticates on the upgrade request with `Authorization: Bearer TOKEN`, as
+the API documents, and takes the connection as live once the server's `hello` event
+arrives. Events are `{event, data, broadcast, seq}` (`server/public/model/
+websocket_message.go`); in `posted` and `post_edited`, `data.post` is the post as a JSON
+*string*, and in `reaction_added`, `data.reaction` is one too. The bridge sends one
+action, `user_typing {channel_id, parent_id}`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgspec
+import trio
+import trio_websocket
+
+from ._api import Post, Reaction, ServerTrouble, TokenRefused
+
+__all__ = ["Event", "Stream", "open_stream"]
+
+log = logging.getLogger("mattermostd.stream")
+
+HELLO_DEADLINE_S = 15.0
+"""How long the server may take to say `hello` after the upgrade."""
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+CLOSE_DEADLINE_S = 2.0
+
+
+class _Broadcast(msgspec.Struct, frozen=True, kw_only=True):
+    channel_id: str = ""
+    user_id: str = ""
+
+
+class _Raw(msgspec.Struct, frozen=True, kw_only=True):
+    event: str = ""
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+    broadcast: _Broadcast | None = None
+    seq: int = 0
+    status: str = ""
+    seq_reply: int = 0
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True):
+    """An event the bridge acts on: a post (new or edited), or a reaction added."""
+
+    kind: str
+    """`posted`, `post_edited` or `reaction_added`."""
+    post: Post | None = None
+    reaction: Reaction | None = None
+
+
+_RAW = msgspec.json.Decoder(_Raw)
+_POST = msgspec.json.Decoder(Post)
+_REACTION = msgspec.json.Decoder(Reaction)
+
+
+def parse_event(text: str | bytes) -> Event | None:
+    """The event in one WebSocket message, or None for any other (or unreadable) one."""
+    try:
+        raw = _RAW.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        log.warning("an event the bridge cannot read (%d bytes); skipped", len(text))
+        return None
+    try:
+        if raw.event in ("posted", "post_edited"):
+            body = raw.data.get("post")
+            if isinstance(body, str):
+                return Event(kind=raw.event, post=_POST.decode(body))
+        elif raw.event == "reaction_added":
+            body = raw.data.get("reaction")
+            if isinstance(body, str):
+                return Event(kind=raw.event, reaction=_REACTION.decode(body))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        log.warning("a %s event whose payload the bridge cannot read; skipped", raw.event)
+    return None
+
+
+class Stream:
+    """A live event stream: read events, send typing."""
+
+    def __init__(self, ws: trio_websocket.WebSocketConnection) -> None:
+        self._ws = ws
+        self._seq = 0
+
+    async def events(self) -> AsyncIterator[Event]:
+        """The events the bridge acts on, until the connection closes (`ServerTrouble`)."""
+        while True:
+            try:
+                message = await self._ws.get_message()
+            except trio_websocket.ConnectionClosed as exc:
+                raise ServerTrouble(f"the event stream closed ({exc.reason})") from None
+            event = parse_event(message)
+            if event is not None:
+                yield event
+
+    async def typing(self, channel_id: str, parent_id: str) -> None:
+        """Show the bot as typing in a thread (the `user_typing` action); best effort."""
+        self._seq += 1
+        action = {
+            "action": "user_typing",
+            "seq": self._seq,
+            "data": {"channel_id": channel_id, "parent_id": parent_id},
+        }
+        # a closed stream: the reader sees the close and reconnects
+        with contextlib.suppress(trio_websocket.ConnectionClosed):
+            await self._ws.send_message(msgspec.json.encode(action).decode())
+
+
+@asynccontextmanager
+async def open_stream(url: str, token: str, *, timeout_s: float) -> AsyncIterator[Stream]:
+    """Connect, wait for `hello`, and yield the stream; closed on the way out.
+
+    The TCP (or TLS) connection is the bridge's own, closed here whatever happened: a
+    server that drops the connection without a close frame leaves no socket behind. A
+    refused upgrade (401) is `TokenRefused`; anything else that keeps the stream from
+    starting is `ServerTrouble`.
+    """
+    parts = urlsplit(url)
+    secure = parts.scheme == "https"
+    host = parts.hostname or ""
+    port = parts.port or (443 if secure else 80)
+    path = parts.path.rstrip("/") + "/api/v4/websocket"
+    address = f"{'wss' if secure else 'ws'}://{parts.netloc}{path}"
+    try:
+        with trio.fail_after(timeout_s):
+            if secure:
+                stream: (
+                    trio.SocketStream | trio.SSLStream[trio.SocketStream]
+                ) = await trio.open_ssl_over_tcp_stream(
+                    host, port, ssl_context=ssl.create_default_context()
+                )
+            else:
+                stream = await trio.open_tcp_stream(host, port)
+    except (OSError, trio.TooSlowError) as exc:
+        raise ServerTrouble(f"cannot connect to {address}: {exc or 'timed out'}") from None
+    try:
+        async with trio.open_nursery() as nursery:
+            try:
+                with trio.fail_after(timeout_s):
+                    ws = await trio_websocket.wrap_client_stream(
+                        nursery,
+                        stream,
+                        host,
+                        path,
+                        extra_headers=[(b"Authorization", f"Bearer {token}".encode())],
+                        max_message_size=MAX_EVENT_BYTES,
+                    )
+                await _hello(ws)
+            except trio_websocket.ConnectionRejected as exc:
+                if exc.status_code == 401:
+                    raise TokenRefused(
+                        f"Mattermost at {url} refused the bot's token on the event stream; "
+                        "make a new token and put it in the token file "
+                        "(runbook: mattermost-token-refused)"
+                    ) from None
+                raise ServerTrouble(f"the event stream was refused ({exc.status_code})") from None
+            except (trio_websocket.HandshakeError, OSError, trio.TooSlowError) as exc:
+                raise ServerTrouble(f"cannot open the event stream at {address}: {exc}") from None
+            except trio_websocket.ConnectionClosed as exc:
+                raise ServerTrouble(f"the event stream closed ({exc.reason})") from None
+            try:
+                yield Stream(ws)
+            finally:
+                with trio.move_on_after(CLOSE_DEADLINE_S) as closing:
+                    closing.shield = True
+                    await ws.aclose()
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.move_on_after(CLOSE_DEADLINE_S) as closing:
+            closing.shield = True
+            await stream.aclose()
+
+
+async def _hello(ws: trio_websocket.WebSocketConnection) -> None:
+    with trio.move_on_after(HELLO_DEADLINE_S) as waited:
+        while True:
+            message = await ws.get_message()
+            try:
+                raw = _RAW.decode(message)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            if raw.event == "hello":
+                return
+    if waited.cancelled_caught:
+        raise ServerTrouble(
+            f"the server did not say hello within {HELLO_DEADLINE_S:g} s of the event stream "
+            "opening (is the token accepted?)"
+        )

@@ -1,0 +1,190 @@
+r"""What the bridge posts, and how it reads the owner's yes and no.
+
+Everything from outside the owner's own hand (the model's answer, tool names, arguments,
+results, reasons) reaches a post only through `proto`'s Mattermost renderings: inside a
+code block or span that nothing in it can close (`code_block`, `code_span`), or, for
+the assistant's answer, `for_mattermost`. The fixed words around them are the bridge's.
+So no post of the bridge's can mention anyone, load an image, or hide a character.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import proto
+from proto import Label, PendingApproval
+
+__all__ = [
+    "APPROVE_EMOJI",
+    "DENY_EMOJI",
+    "MAX_POST_CHARS",
+    "Decision",
+    "Reply",
+    "approval_message",
+    "parse_decision",
+    "split_message",
+]
+
+MAX_POST_CHARS = 16_000
+"""A post's longest message, under Mattermost's 16,383 characters (`PostMessageMaxRunesV2`)."""
+SHORT_CHARS = 160
+"""How much of a call's arguments or result a tool line shows."""
+APPROVE_EMOJI = frozenset({"white_check_mark"})
+"""✅ (its name in Mattermost)."""
+DENY_EMOJI = frozenset({"x"})
+"""❌."""
+
+
+def _short(text: str, limit: int = SHORT_CHARS) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+@dataclass
+class _ToolLine:
+    name: str
+    arguments: str
+    outcome: str = ""
+
+    def render(self) -> str:
+        line = f"tool {proto.code_span(self.name)} {proto.code_span(_short(self.arguments))}"
+        return f"{line} → {self.outcome}" if self.outcome else f"{line} …"
+
+
+@dataclass
+class Reply:
+    """A turn's reply post as it grows: tool lines and the assistant's text, in order."""
+
+    parts: list[_ToolLine | str] = field(default_factory=list)
+    note: str = ""
+    """A closing line of the bridge's own (the turn ended in an error, say)."""
+
+    def text(self, piece: str) -> None:
+        """More of the assistant's text."""
+        if self.parts and isinstance(self.parts[-1], str):
+            self.parts[-1] += piece
+        else:
+            self.parts.append(piece)
+
+    def called(self, call: proto.ToolCall) -> None:
+        """The model called a tool."""
+        self.parts.append(_ToolLine(call.name, call.arguments))
+
+    def result(self, result: proto.ToolResult) -> None:
+        """A call's result: its line says how it went."""
+        for part in reversed(self.parts):
+            if isinstance(part, _ToolLine) and not part.outcome:
+                part.outcome = _outcome(result.status, result.content, result.label)
+                return
+
+    def finish(self, final: str) -> None:
+        """The turn's final text: added if the stream did not bring it (no streaming)."""
+        last = self.parts[-1] if self.parts else None
+        if final and not (isinstance(last, str) and last.strip().endswith(final.strip())):
+            self.text(("\n\n" if isinstance(last, str) else "") + final)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to show yet."""
+        return not self.parts and not self.note
+
+    def message(self) -> str:
+        """The whole reply, rendered for Mattermost."""
+        blocks: list[str] = []
+        tools: list[str] = []
+        for part in self.parts:
+            if isinstance(part, _ToolLine):
+                tools.append(part.render())
+                continue
+            if tools:
+                blocks.append("\n".join(tools))
+                tools = []
+            if part.strip():
+                blocks.append(proto.for_mattermost(part.strip("\n")))
+        if tools:
+            blocks.append("\n".join(tools))
+        if self.note:
+            blocks.append(self.note)
+        return "\n\n".join(blocks) if blocks else "…"
+
+
+def _outcome(status: str, content: str, label: Label) -> str:
+    marks = []
+    if label.untrusted:
+        marks.append("untrusted")
+    if label.class_ != proto.Class.private:
+        marks.append(str(label.class_))
+    suffix = f" ({', '.join(marks)})" if marks else ""
+    if status == "ok":
+        return f"ok{suffix}"
+    reason = content.removeprefix(f"{status}: ")
+    return f"{status}: {proto.code_span(_short(reason))}{suffix}"
+
+
+def split_message(message: str, limit: int = MAX_POST_CHARS) -> list[str]:
+    """A long message in posts of at most `limit` characters, cut at line ends if it can."""
+    parts: list[str] = []
+    rest = message
+    while len(rest) > limit:
+        cut = rest.rfind("\n", 0, limit)
+        if cut <= limit // 2:
+            cut = limit
+        parts.append(rest[:cut])
+        rest = rest[cut:].lstrip("\n")
+    parts.append(rest)
+    return parts
+
+
+def approval_message(approval: PendingApproval, *, again: bool = False) -> str:
+    """The approval post: the tool, the exact arguments, the taint warning, how to answer."""
+    head = (
+        "**Still waiting for your decision** (the Mattermost bridge restarted).\n" if again else ""
+    )
+    lines = [
+        f"{head}**Approval needed:** boxmaker wants to run {proto.code_span(approval.tool)} "
+        "with these arguments (the exact text; an invisible character is shown as its "
+        "code, `\\u{…}`):",
+        proto.code_block(approval.arguments, info="json"),
+    ]
+    if approval.taint.untrusted:
+        lines.append(
+            "**Careful:** this session has read untrusted content (a fetched page, a file, "
+            "an untrusted recall hit); these arguments may come from it."
+        )
+    lines.append(
+        "Reply **yes** or **no** (a reason may follow) in this thread, or react "
+        f":white_check_mark: or :x:. Approval {proto.code_span(approval.id)}, session "
+        f"{proto.code_span(approval.session)}, asked {approval.time}."
+    )
+    return "\n\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The owner's answer to an approval."""
+
+    approve: bool
+    reason: str | None = None
+
+
+_DECISION = re.compile(
+    r"^\s*(?P<word>yes|y|approve|no|n|deny)\b[\s:,.!-]*(?P<reason>.*?)\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def parse_decision(message: str) -> Decision | None:
+    """`yes` / `no [reason]` (and `y`, `approve`, `n`, `deny`), or None for anything else.
+
+    A `yes` followed by more words is not a decision: "yes, but change the wording" is a
+    message for the model, not an approval.
+    """
+    match = _DECISION.match(message)
+    if match is None:
+        return None
+    approve = match["word"].lower() in ("yes", "y", "approve")
+    reason = match["reason"] or None
+    if approve and reason is not None:
+        return None
+    return Decision(approve=approve, reason=reason)

@@ -1,0 +1,186 @@
+"""boxmaker with its Mattermost bridge, end to end: real roles, a real mattermostd process,
+the fake Mattermost server (tests/fakes/mattermost) and the scripted model.
+
+The owner posts through the fake (as the web app would), and the test waits for what the
+bridge does, by reading the fake's posts and the bridge's own state file, never by
+sleeping a guessed while.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+from fakes.mattermost import FakeMattermost, FakeUser, Post, serve_fake_mattermost
+from roles import Ended, RunningRole, start_role
+from stack import Stack, running_stack
+
+from bxctl._mattermost import mattermost_config
+from mattermostd._state import State
+
+CAP_S = 60.0
+POLL_S = 0.05
+
+
+@dataclass
+class MattermostStack:
+    """The stack, the fake server, its users and the bridge process."""
+
+    stack: Stack
+    mm: FakeMattermost
+    owner: FakeUser
+    bot: FakeUser
+    stranger: FakeUser
+    dm: str
+    config: Path
+    token_file: Path
+    bridge: RunningRole | None = None
+    ended: list[Ended] = field(default_factory=list)
+
+    @property
+    def home(self) -> Path:
+        return self.stack.home
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "mattermostd.log"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    async def start(self, *, connected: bool = True) -> None:
+        """Start mattermostd; wait until its event stream is open (unless told not to)."""
+        self.bridge = await trio.to_thread.run_sync(
+            partial(start_role, "mattermostd", self.config, log=self.log_path)
+        )
+        if connected:
+            await self.wait_connected()
+
+    async def wait_connected(self) -> None:
+        with trio.fail_after(CAP_S):
+            await self.mm.wait_for_websockets(1, self.bot)
+
+    async def stop(self) -> Ended:
+        assert self.bridge is not None
+        ended = await trio.to_thread.run_sync(self.bridge.stop)
+        self.bridge = None
+        self.ended.append(ended)
+        return ended
+
+    async def kill(self) -> None:
+        """SIGKILL the bridge: no drain, no goodbye."""
+        assert self.bridge is not None
+        await trio.to_thread.run_sync(self.bridge.kill)
+        self.bridge = None
+
+    async def exited(self) -> Ended:
+        """Wait for the bridge to exit on its own."""
+        assert self.bridge is not None
+        bridge = self.bridge
+        with trio.fail_after(CAP_S):
+            while bridge.process.poll() is None:
+                await trio.sleep(POLL_S)
+        self.bridge = None
+        ended = bridge.ended()
+        self.ended.append(ended)
+        return ended
+
+    # -- the owner, through the fake ---------------------------------------------------
+
+    def says(self, text: str, *, root: str = "", user: FakeUser | None = None) -> str:
+        """The owner (or `user`) posts in the DM; the post's id."""
+        post = self.mm.post(user or self.owner, self.dm, text, root_id=root)
+        return str(post["id"])
+
+    def react(self, post_id: str, emoji: str, *, user: FakeUser | None = None) -> None:
+        self.mm.react(user or self.owner, post_id, emoji)
+
+    # -- what the bridge did -----------------------------------------------------------
+
+    def state(self) -> State:
+        path = self.home / "mattermost" / "state.json"
+        return msgspec.json.decode(path.read_bytes(), type=State) if path.exists() else State()
+
+    def bot_posts(self, *, root: str | None = None) -> list[Post]:
+        return [
+            p
+            for p in self.mm.live_posts(self.dm)
+            if p.user_id == self.bot.id and (root is None or p.root_id == root)
+        ]
+
+    def replies_to(self, post_id: str) -> list[Post]:
+        """The bridge's reply post(s) to one owner post."""
+        return [
+            p
+            for p in self.bot_posts()
+            if str((p.props or {}).get("boxmaker_reply_to", "")).split("#")[0] == post_id
+        ]
+
+    def approval_posts(self, root: str) -> list[Post]:
+        return [p for p in self.bot_posts(root=root) if (p.props or {}).get("boxmaker_approval")]
+
+    async def until(self, condition: Callable[[], Any], what: str) -> Any:
+        """Poll `condition` until it is truthy (its value), or fail naming `what`."""
+        with trio.move_on_after(CAP_S):
+            while not (value := condition()):
+                await trio.sleep(POLL_S)
+            return value
+        raise AssertionError(f"timed out waiting for {what}\n--- bridge log ---\n{self.log()}")
+
+    async def answered(self, post_id: str) -> Post:
+        """Wait until the bridge has handled `post_id` (its reply is final); the reply."""
+        await self.until(lambda: post_id in self.state().handled, f"the answer to {post_id}")
+        [reply] = [p for p in self.replies_to(post_id) if "#" not in str(p.props.get("boxmaker_reply_to"))]
+        return reply
+
+    async def approval(self, root: str, count: int = 1) -> Post:
+        """Wait for the `count`th approval post in a thread; that post."""
+        posts = await self.until(
+            lambda: len(self.approval_posts(root)) >= count and self.approval_posts(root),
+            f"approval post {count} in thread {root}",
+        )
+        return posts[count - 1]  # type: ignore[no-any-return]
+
+    def session_dir(self, root: str) -> Path:
+        return self.home / "sessions" / f"mm-{root}"
+
+
+def _write_token(path: Path, token: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+
+
+@asynccontextmanager
+async def mattermost_stack(directory: Path, *, start: bool = True) -> AsyncIterator[MattermostStack]:
+    """The stack, a fake Mattermost with owner, bot and stranger, and mattermostd."""
+    async with serve_fake_mattermost() as mm:
+        owner = mm.create_user("owner")
+        bot = mm.create_user("boxmaker", bot=True)
+        stranger = mm.create_user("stranger")
+        dm = mm.direct_channel(owner, bot)
+        with running_stack(directory) as stack:
+            token_file = stack.home / "mattermost.token"
+            _write_token(token_file, bot.token)
+            # bxctl init's own code writes the config (a blocking HTTP client: a thread)
+            config = await trio.to_thread.run_sync(
+                partial(
+                    mattermost_config, stack.home, url=mm.url, token_file=token_file, owner="owner"
+                )
+            )
+            assert config is not None
+            world = MattermostStack(stack, mm, owner, bot, stranger, dm, config, token_file)
+            try:
+                if start:
+                    await world.start()
+                yield world
+            finally:
+                if world.bridge is not None:
+                    await world.stop()

@@ -1,0 +1,159 @@
+"""What the bridge posts and how it reads yes and no (properties and examples)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import proto
+from mattermostd._text import (
+    MAX_POST_CHARS,
+    Decision,
+    Reply,
+    approval_message,
+    parse_decision,
+    split_message,
+)
+from proto import Label, PendingApproval, ToolCall, ToolResult
+
+ANY_TEXT = st.text(
+    st.characters(exclude_categories=()) | st.sampled_from(list("`@\\*_[]<>&!:#\n ~")),
+    max_size=80,
+)
+
+
+def approval(arguments: str, *, untrusted: bool = False) -> PendingApproval:
+    return PendingApproval(
+        id="ap-k3f9xy",
+        session="mm-" + "a" * 26,
+        tool="memory",
+        arguments=arguments,
+        taint=Label(untrusted=untrusted),
+        time="2026-12-01T10:00:00Z",
+    )
+
+
+def fenced_body(message: str) -> str:
+    """The text inside the approval post's one fenced code block, as the owner sees it."""
+    match = re.search(r"^(`{3,})json\n(.*)\n\1$", message, re.MULTILINE | re.DOTALL)
+    assert match is not None, message
+    return match.group(2)
+
+
+@settings(max_examples=300)
+@given(ANY_TEXT)
+def test_the_approval_shows_the_exact_arguments_in_a_block_nothing_closes(text: str) -> None:
+    message = approval_message(approval(text))
+    body = fenced_body(message)
+    assert proto.from_terminal(body) == text
+    fence = re.search(r"^(`{3,})json$", message, re.MULTILINE)
+    assert fence is not None
+    assert fence.group(1) not in body  # no run of backticks in it is as long as the fence
+
+
+def test_the_taint_warning_is_there_only_for_an_untrusted_session() -> None:
+    assert "untrusted content" in approval_message(approval("{}", untrusted=True))
+    assert "untrusted content" not in approval_message(approval("{}"))
+
+
+def test_a_restart_reannounces_with_a_head_line() -> None:
+    assert approval_message(approval("{}"), again=True).startswith("**Still waiting")
+
+
+@pytest.mark.parametrize(
+    ("message", "decision"),
+    [
+        ("yes", Decision(approve=True)),
+        ("  Yes ", Decision(approve=True)),
+        ("y", Decision(approve=True)),
+        ("YES!", Decision(approve=True)),
+        ("approve", Decision(approve=True)),
+        ("no", Decision(approve=False)),
+        ("No.", Decision(approve=False)),
+        ("n", Decision(approve=False)),
+        ("no because it is wrong", Decision(approve=False, reason="because it is wrong")),
+        ("no: say it shorter", Decision(approve=False, reason="say it shorter")),
+        ("deny, not now", Decision(approve=False, reason="not now")),
+        ("yes, but change the wording", None),
+        ("yesterday I went out", None),
+        ("nothing to say", None),
+        ("know what", None),
+        ("", None),
+        ("maybe", None),
+    ],
+)
+def test_yes_and_no_are_read_strictly(message: str, decision: Decision | None) -> None:
+    assert parse_decision(message) == decision
+
+
+@given(st.text(max_size=40))
+def test_a_decision_is_only_ever_read_from_a_leading_yes_or_no(text: str) -> None:
+    decision = parse_decision(text)
+    if decision is not None:
+        first = re.split(r"[\s:,.!-]", text.strip(), maxsplit=1)[0].lower()
+        assert first in {"yes", "y", "approve", "no", "n", "deny"}
+        assert decision.approve == (first in {"yes", "y", "approve"})
+
+
+@settings(max_examples=200)
+@given(st.lists(ANY_TEXT, min_size=1, max_size=5), ANY_TEXT, ANY_TEXT)
+def test_a_reply_never_mentions_or_loads_an_image(pieces: list[str], name: str, args: str) -> None:
+    reply = Reply()
+    for piece in pieces:
+        reply.text(piece)
+    reply.called(ToolCall(id="c1", name=name, arguments=args))
+    reply.result(
+        ToolResult(
+            call=ToolCall(id="c1", name=name, arguments=args),
+            status="error",
+            content=f"error: {args}",
+            label=Label(untrusted=True),
+        )
+    )
+    message = reply.message()
+    outside_code = re.sub(r"(`+).*?\1", "", message)  # the bridge's spans are one line each
+    assert "@" not in outside_code
+    assert "![" not in outside_code
+
+
+def test_a_reply_shows_each_call_on_one_line_with_its_outcome() -> None:
+    reply = Reply()
+    reply.text("Let me look.")
+    call = ToolCall(id="c1", name="recall", arguments='{"query": "tea"}')
+    reply.called(call)
+    reply.result(ToolResult(call=call, status="ok", content="[1] …", label=Label()))
+    reply.text("You like green tea.")
+    reply.finish("You like green tea.")
+    assert reply.message() == (
+        'Let me look.\n\ntool `recall` `{"query": "tea"}` → ok\n\nYou like green tea.'
+    )
+
+
+def test_an_error_shows_once_not_twice() -> None:
+    reply = Reply()
+    call = ToolCall(id="c1", name="memory", arguments="{}")
+    reply.called(call)
+    reply.result(ToolResult(call=call, status="denied", content="denied: no", label=Label()))
+    assert "denied: `no`" in reply.message()
+    assert "denied: denied" not in reply.message()
+
+
+def test_a_final_text_the_stream_did_not_bring_is_added() -> None:
+    reply = Reply()
+    reply.finish("Hello.")
+    assert reply.message() == "Hello."
+
+
+@given(st.text(st.sampled_from("ab \n"), max_size=3000), st.integers(20, 500))
+def test_a_long_message_is_split_without_losing_a_character(text: str, limit: int) -> None:
+    parts = split_message(text, limit)
+    assert all(len(part) <= limit for part in parts)
+    # only the line ends a cut was made at are dropped
+    assert "".join(parts).replace("\n", "") == text.replace("\n", "")
+
+
+def test_the_post_limit_is_under_mattermosts() -> None:
+    assert MAX_POST_CHARS < 16_383
