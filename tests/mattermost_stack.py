@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import tomlkit
 import trio
 from fakes.mattermost import FakeMattermost, FakeUser, Post, serve_fake_mattermost
 from roles import Ended, RunningRole, start_role
@@ -55,6 +56,13 @@ class MattermostStack:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def configure(self, section: str, key: str, value: object) -> None:
+        """Set one key of mattermost.toml (before `start`)."""
+        doc = tomlkit.parse(self.config.read_text())
+        table = doc.setdefault(section, tomlkit.table())
+        table[key] = value
+        self.config.write_text(tomlkit.dumps(doc))
+
     async def start(self, *, connected: bool = True) -> None:
         """Start mattermostd; wait until its event stream is open (unless told not to)."""
         self.bridge = await trio.to_thread.run_sync(
@@ -84,9 +92,7 @@ class MattermostStack:
         """Wait for the bridge to exit on its own."""
         assert self.bridge is not None
         bridge = self.bridge
-        with trio.fail_after(CAP_S):
-            while bridge.process.poll() is None:
-                await trio.sleep(POLL_S)
+        await trio.to_thread.run_sync(partial(bridge.process.wait, timeout=CAP_S))
         self.bridge = None
         ended = bridge.ended()
         self.ended.append(ended)
@@ -129,7 +135,8 @@ class MattermostStack:
     async def until(self, condition: Callable[[], Any], what: str) -> Any:
         """Poll `condition` until it is truthy (its value), or fail naming `what`."""
         with trio.move_on_after(CAP_S):
-            while not (value := condition()):
+            # another process's files and the fake's posts: there is no event to wait on
+            while not (value := condition()):  # noqa: ASYNC110
                 await trio.sleep(POLL_S)
             return value
         raise AssertionError(f"timed out waiting for {what}\n--- bridge log ---\n{self.log()}")
@@ -137,7 +144,9 @@ class MattermostStack:
     async def answered(self, post_id: str) -> Post:
         """Wait until the bridge has handled `post_id` (its reply is final); the reply."""
         await self.until(lambda: post_id in self.state().handled, f"the answer to {post_id}")
-        [reply] = [p for p in self.replies_to(post_id) if "#" not in str(p.props.get("boxmaker_reply_to"))]
+        [reply] = [
+            p for p in self.replies_to(post_id) if "#" not in str(p.props.get("boxmaker_reply_to"))
+        ]
         return reply
 
     async def approval(self, root: str, count: int = 1) -> Post:
@@ -159,8 +168,13 @@ def _write_token(path: Path, token: str) -> None:
 
 
 @asynccontextmanager
-async def mattermost_stack(directory: Path, *, start: bool = True) -> AsyncIterator[MattermostStack]:
-    """The stack, a fake Mattermost with owner, bot and stranger, and mattermostd."""
+async def mattermost_stack(
+    directory: Path, *, start: bool = True, **settings: tuple[str, object]
+) -> AsyncIterator[MattermostStack]:
+    """The stack, a fake Mattermost with owner, bot and stranger, and mattermostd.
+
+    `settings` are mattermost.toml keys: `heartbeat_s=("server", 1.0)`.
+    """
     async with serve_fake_mattermost() as mm:
         owner = mm.create_user("owner")
         bot = mm.create_user("boxmaker", bot=True)
@@ -177,6 +191,8 @@ async def mattermost_stack(directory: Path, *, start: bool = True) -> AsyncItera
             )
             assert config is not None
             world = MattermostStack(stack, mm, owner, bot, stranger, dm, config, token_file)
+            for key, (section, value) in settings.items():
+                world.configure(section, key, value)
             try:
                 if start:
                     await world.start()

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 async def mms(short_dir: Path) -> AsyncIterator[MattermostStack]:
-    async with mattermost_stack(short_dir) as world:
+    async with mattermost_stack(short_dir, update_s=("reply", 0.2)) as world:
         yield world
 
 

@@ -240,6 +240,9 @@ class MattermostServer(ConfigSection, frozen=True, kw_only=True):
     url: Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s/]+(/\S*)?$")]
     token_file: str
     timeout_s: PositiveSeconds = 30.0
+    heartbeat_s: PositiveSeconds = 30.0
+    """How often the bridge checks that the stream is alive and the token still accepted
+    (a revoked token's stream just goes quiet)."""
 
 
 class MattermostOwner(ConfigSection, frozen=True, kw_only=True):

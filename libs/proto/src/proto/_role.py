@@ -85,6 +85,9 @@ def setup_logging(role: str, *, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # A line per HTTP request (loopd's model calls, the bridge's Mattermost calls) would
+    # bury what matters; each role logs what it does with them itself.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def sd_notify(*fields: str) -> bool:

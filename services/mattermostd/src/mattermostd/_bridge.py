@@ -83,6 +83,9 @@ TURN_IDLE_DEADLINE_S = 1000.0
 """How long a turn may send nothing (an approval waits up to brokerd's 900 s)."""
 _ID = re.compile(r"[a-z0-9]{26}")
 REPLY_PROP = "boxmaker_reply_to"
+UNSAFE_LINKS = {"unsafe_links": "true"}
+"""Mattermost (10.x) neither previews nor links the addresses in such a post: the server
+fetching a page the model named, with what the session read in its address, is a leak."""
 APPROVAL_PROP = "boxmaker_approval"
 
 
@@ -102,6 +105,8 @@ class _Turn:
     reply: Reply = field(default_factory=Reply)
     changed: trio.Event = field(default_factory=trio.Event)
     finished: bool = False
+    ended: trio.Event = field(default_factory=trio.Event)
+    """Set with `finished`: the typing task stops at once."""
     thinking: bool = True
     """The model is working (typing is shown); false while an approval waits."""
     shown: str = ""
@@ -189,6 +194,7 @@ class Bridge:
             send, events = trio.open_memory_channel[Event](math.inf)
             async with trio.open_nursery() as connection:
                 connection.start_soon(self._pump, stream, send)
+                connection.start_soon(self._heartbeat, stream)
                 for channel in sorted(self.channels):
                     await self._catch_up(channel)
                 if not self._resumed:
@@ -205,6 +211,13 @@ class Bridge:
                 )
                 async for event in events:
                     await self._on_event(event)
+
+    async def _heartbeat(self, stream: Stream) -> None:
+        """A dead connection, or a revoked token (whose stream just goes quiet), ends it."""
+        while True:
+            await trio.sleep(self.s.heartbeat_s)
+            await stream.ping(self.s.timeout_s)
+            await self.api.me()  # 401 here stops the bridge: TokenRefused
 
     @staticmethod
     async def _pump(stream: Stream, send: trio.MemorySendChannel[Event]) -> None:
@@ -492,6 +505,7 @@ class Bridge:
                 tasks.start_soon(self._typing, turn)
                 await self._run_turn(turn)
                 turn.finished = True
+                turn.ended.set()
                 turn.changed.set()
         finally:
             del self._turns[inflight.session]
@@ -587,6 +601,7 @@ class Bridge:
             case ApprovalPending(approval=approval):
                 turn.approval = approval.id
                 turn.thinking = False
+                turn.reply.waiting()
                 assert self._turn_nursery is not None
                 self._turn_nursery.start_soon(
                     self._announce, approval, turn.inflight.channel_id, False
@@ -598,7 +613,8 @@ class Bridge:
         while not turn.finished:
             if turn.thinking and self.stream is not None:
                 await self.stream.typing(turn.inflight.channel_id, turn.inflight.root_id)
-            await trio.sleep(TYPING_EVERY_S)
+            with trio.move_on_after(TYPING_EVERY_S):
+                await turn.ended.wait()
 
     async def _poster(self, turn: _Turn) -> None:
         """Show the reply: created at its first words, edited at most every `update_s`."""
@@ -668,7 +684,7 @@ class Bridge:
             message=message,
             root_id=inflight.root_id,
             pending_post_id=inflight.pending_post_id,
-            props={REPLY_PROP: inflight.post_id},
+            props={REPLY_PROP: inflight.post_id, **UNSAFE_LINKS},
         )
         return post.id
 
@@ -681,7 +697,7 @@ class Bridge:
                 turn.inflight.channel_id,
                 turn.inflight.root_id,
                 part,
-                props={REPLY_PROP: f"{turn.inflight.post_id}#{number}"},
+                props={REPLY_PROP: f"{turn.inflight.post_id}#{number}", **UNSAFE_LINKS},
             )
 
     # -- REST helpers --------------------------------------------------------------------

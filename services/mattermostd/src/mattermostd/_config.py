@@ -21,6 +21,7 @@ class Settings:
     url: str
     token_file: Path
     timeout_s: float
+    heartbeat_s: float
     owner_id: str
     owner_name: str
     channel: str | None
@@ -56,6 +57,7 @@ def resolve(config: proto.MattermostConfig, *, config_dir: Path) -> Settings:
         url=config.server.url.rstrip("/"),
         token_file=config_dir / Path(config.server.token_file).expanduser(),
         timeout_s=config.server.timeout_s,
+        heartbeat_s=config.server.heartbeat_s,
         owner_id=config.owner.user_id,
         owner_name=config.owner.username or config.owner.user_id,
         channel=config.listen.channel,

@@ -31,7 +31,8 @@ log = logging.getLogger("mattermostd.stream")
 HELLO_DEADLINE_S = 15.0
 """How long the server may take to say `hello` after the upgrade."""
 MAX_EVENT_BYTES = 4 * 1024 * 1024
-CLOSE_DEADLINE_S = 2.0
+CLOSE_DEADLINE_S = 0.5
+"""How long closing the stream may take (a cancelled reader gets no close reply)."""
 
 
 class _Broadcast(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,6 +101,18 @@ class Stream:
             event = parse_event(message)
             if event is not None:
                 yield event
+
+    async def ping(self, timeout_s: float) -> None:
+        """A ping answered within `timeout_s`, or `ServerTrouble` (a dead connection)."""
+        try:
+            with trio.fail_after(timeout_s):
+                await self._ws.ping()
+        except trio.TooSlowError:
+            raise ServerTrouble(
+                f"the event stream did not answer a ping in {timeout_s:g} s"
+            ) from None
+        except trio_websocket.ConnectionClosed as exc:
+            raise ServerTrouble(f"the event stream closed ({exc.reason})") from None
 
     async def typing(self, channel_id: str, parent_id: str) -> None:
         """Show the bot as typing in a thread (the `user_typing` action); best effort."""

@@ -46,10 +46,13 @@ class _ToolLine:
     name: str
     arguments: str
     outcome: str = ""
+    waiting: bool = False
 
     def render(self) -> str:
         line = f"tool {proto.code_span(self.name)} {proto.code_span(_short(self.arguments))}"
-        return f"{line} → {self.outcome}" if self.outcome else f"{line} …"
+        if self.outcome:
+            return f"{line} → {self.outcome}"
+        return f"{line} → _waiting for your approval (below)_" if self.waiting else f"{line} …"
 
 
 @dataclass
@@ -70,6 +73,13 @@ class Reply:
     def called(self, call: proto.ToolCall) -> None:
         """The model called a tool."""
         self.parts.append(_ToolLine(call.name, call.arguments))
+
+    def waiting(self) -> None:
+        """The call in flight waits for the owner's approval."""
+        for part in reversed(self.parts):
+            if isinstance(part, _ToolLine) and not part.outcome:
+                part.waiting = True
+                return
 
     def result(self, result: proto.ToolResult) -> None:
         """A call's result: its line says how it went."""
@@ -169,7 +179,7 @@ class Decision:
 
 
 _DECISION = re.compile(
-    r"^\s*(?P<word>yes|y|approve|no|n|deny)\b[\s:,.!-]*(?P<reason>.*?)\s*$",
+    r"^\s*(?P<word>yes|y|approve|no|n|deny)(?=$|[\s:,.!-])[\s:,.!-]*(?P<reason>.*?)\s*$",
     re.IGNORECASE | re.DOTALL,
 )
 
