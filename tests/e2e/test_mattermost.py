@@ -119,6 +119,11 @@ async def test_an_add_approved_in_mattermost_reaches_a_new_thread_not_the_asking
     yes = mms.says("yes", root=asking)
     await mms.answered(asking)
     assert (mms.home / "memory" / "user.md").read_text() == fact
+    # the approval post is edited by a task of its own, maybe after the reply
+    await mms.until(
+        lambda: "The call ran." in mms.mm.store.posts[approval.id].message,
+        "the approval's outcome",
+    )
     decided = mms.mm.store.posts[approval.id].message
     assert "**Approved** by `owner` in Mattermost (a reply)" in decided
     assert "The call ran." in decided

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,9 @@ async def test_the_stream_dropped_mid_approval_then_a_reaction_made_meanwhile_co
     reply = await mms.answered(asked)
     assert reply.message.endswith("Saved.")
     assert (mms.home / "memory" / "memory.md").read_text() == "Owner drinks green tea."
-    assert "(a reaction" in mms.mm.store.posts[approval.id].message
+    await mms.until(  # edited by a task of its own, maybe after the reply
+        lambda: "(a reaction" in mms.mm.store.posts[approval.id].message, "the decision shown"
+    )
     exactly_once(mms, asked)
 
 
@@ -123,6 +126,10 @@ async def test_a_bridge_killed_after_its_reply_post_was_made_edits_that_post(
     exactly_once(mms, asked)
 
 
+def ran(mms: MattermostStack, post_id: str) -> bool:
+    return "The call ran." in mms.mm.store.posts[post_id].message
+
+
 async def test_a_killed_bridge_reannounces_a_waiting_approval(mms: MattermostStack) -> None:
     mms.stack.script(Step(tool_calls=[("memory", EDIT)]), Step(text="Saved."))
     asked = mms.says("remember my tea")
@@ -134,7 +141,8 @@ async def test_a_killed_bridge_reannounces_a_waiting_approval(mms: MattermostSta
     mms.says("yes", root=asked)
     await mms.answered(asked)
     assert (mms.home / "memory" / "memory.md").read_text() == "Owner drinks green tea."
-    for post in (first, again):
+    for post in (first, again):  # edited by a task of their own, maybe after the reply
+        await mms.until(partial(ran, mms, post.id), "the outcome")
         assert "**Approved** by `owner`" in mms.mm.store.posts[post.id].message
     exactly_once(mms, asked)
 

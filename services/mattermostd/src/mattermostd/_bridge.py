@@ -594,6 +594,17 @@ class Bridge:
             case ToolResult() as result:
                 turn.reply.result(result)
                 turn.thinking = True
+                if not turn.approval:
+                    # followed after a restart: the turn waited on the approval announced
+                    # before it, and a turn runs one call at a time, so this is its result
+                    turn.approval = next(
+                        (
+                            a.id
+                            for a in self.state.approvals.values()
+                            if a.session == turn.inflight.session
+                        ),
+                        "",
+                    )
                 if turn.approval:
                     approval, turn.approval = turn.approval, ""
                     assert self._turn_nursery is not None
