@@ -20,6 +20,7 @@ import trio.testing
 import proto
 from bxctl import app
 from bxctl._chat import decision, resume_hint
+from bxctl._common import CommandError
 from proto import (
     ApprovalDecide,
     ApprovalPending,
@@ -225,3 +226,35 @@ async def test_ctrl_c_cancels_the_turn_and_the_chat_goes_on(
     out, err = capsys.readouterr()
     assert "Once upon a\n(turn cancelled; what was said is kept." in out
     assert "to go on with this session: bxctl chat --session" in err
+
+
+async def test_a_refused_call_says_its_status_once_and_a_broken_turn_says_what_to_do(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call = proto.ToolCall(id="c1", name="memory", arguments="{}")
+
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        if isinstance(request, proto.SessionOpen):
+            return SessionOpened(session=SESSION, created=True)
+        if isinstance(request, proto.BaselinePreview):
+            raise proto.ServiceError("internal", "no preview here")
+        await conn.send(proto.ToolCalled(call=call))
+        denied = "denied: the owner denied this call"
+        await conn.send(
+            proto.ToolResult(call=call, status="denied", content=denied, label=proto.Label())
+        )
+        stream = conn._stream  # then loopd dies in the middle of a frame
+        await stream.send_all(b"\x00\x00\x00\x09{bad")
+        await stream.aclose()
+        return TurnDone(text="never sent")
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    with pytest.raises(CommandError) as broke:
+        await run("chat", "-m", "hi", "--home", str(short_dir))
+    captured = capsys.readouterr()
+    assert "  ← denied: the owner denied this call\n" in captured.out
+    assert "denied: denied" not in captured.out
+    said = str(broke.value)
+    assert said.startswith("the connection to loopd broke during the turn")
+    assert f"bxctl sessions show {SESSION} --home {short_dir}" in said
+    assert "Error" not in said  # no exception class names

@@ -43,7 +43,7 @@ from proto import (
     TurnEvent,
 )
 
-from ._common import CommandError, Sockets, ask, inline, unreachable_sentence
+from ._common import CommandError, Sockets, ask, bxctl, inline, unreachable_sentence
 from ._embedded import DEMO_NOTICE, embedded_configured
 from ._input import Interrupted, Lines, Reader, Terminal, history_in
 from ._owner import describe_approval
@@ -255,8 +255,16 @@ async def _turn(
                     return False
     except proto.Unreachable as exc:
         raise CommandError(unreachable_sentence("loopd", path, exc.reason)) from None
-    except (proto.ProtocolError, trio.BrokenResourceError) as exc:
-        raise CommandError(f"loopd broke off the turn: {exc}") from None
+    except (proto.ProtocolError, trio.BrokenResourceError, OSError) as exc:
+        # a reset or a torn frame: loopd stopped or restarted mid-turn (its own words, if
+        # it sent any, are in `exc`; a bare reset has none worth showing)
+        said = str(exc) if isinstance(exc, proto.ProtocolError) and str(exc) else ""
+        raise CommandError(
+            "the connection to loopd broke during the turn (loopd stopped or restarted"
+            + (f": {inline(said)}" if said else "")
+            + f"); `{bxctl('sessions show ' + session)}` shows what the turn did, and the "
+            "next message goes on from there"
+        ) from None
     finally:
         out.spinner.stop()
     out.line("error: loopd closed the turn without an answer")
@@ -272,7 +280,8 @@ async def _show_event(
         case ToolCalled(call=call):
             out.line(f"  → {inline(call.name)} {inline(call.arguments)}")
         case ToolResult(status=status, content=content, label=label):
-            first = content.strip(" \n").split("\n", 1)[0]
+            # a refusal's content starts with its status ("denied: …"): said once
+            first = content.removeprefix(f"{status}: ").strip(" \n").split("\n", 1)[0]
             shown = inline(first[:157]) + ("…" if len(first) > 157 else "")
             out.line(f"  ← {status}{_label(label)}: {shown}")
         case ApprovalPending(approval=approval):
