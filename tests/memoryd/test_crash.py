@@ -19,7 +19,7 @@ def test_edits_survive_sigkill_at_random_moments(short_dir: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert summary["kills"] == 200
+    assert summary["kills"] >= 200
     # The child made real progress between kills: edits were applied and archived.
     assert summary["journalled_edits"] >= 200
     assert summary["archived"] >= 20
