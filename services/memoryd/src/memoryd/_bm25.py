@@ -17,7 +17,6 @@ private-use character) FTS5 marks the instances itself: `highlight()`, one query
 from __future__ import annotations
 
 import math
-import re
 import unicodedata
 from typing import Any
 
@@ -31,7 +30,11 @@ K1, B = 1.2, 0.75
 MARK = "\ue000"
 """The marker `highlight()` puts before each instance of a term (a private-use character)."""
 
-_WORD = re.compile(r"[a-z0-9]+")
+_SEPARATORS = bytes.maketrans(
+    bytes(b for b in range(256) if not chr(b).isascii() or not chr(b).isalnum()),
+    b" " * (256 - 62),
+)
+"""Every byte but an ASCII letter or digit becomes a space (UTF-8 of the rest included)."""
 
 
 def idf(rows: int, hits: int) -> float:
@@ -46,11 +49,11 @@ def _uncertain(char: str) -> bool:
     return unicodedata.category(char)[0] in "LNM" or unicodedata.category(char) in ("Co", "Cn")
 
 
-def tokens_of(text: str) -> list[str] | None:
-    """The row's tokens as unicode61 makes them, when that is certain; None otherwise."""
+def tokens_of(text: str) -> list[bytes] | None:
+    """The row's tokens as unicode61 makes them (UTF-8), when that is certain; or None."""
     if not text.isascii() and any(_uncertain(c) for c in text if not c.isascii()):
         return None
-    return _WORD.findall(text.lower())
+    return text.encode().translate(_SEPARATORS).lower().split()
 
 
 class Scorer:
@@ -61,9 +64,9 @@ class Scorer:
     ) -> None:
         self.conn = conn
         self.terms = terms
+        self._encoded = [term.encode() for term in terms]
         self.idf = [idf(rows, n) for n in counts]
         self.avgdl = tokens / rows
-        self._index = {term: i for i, term in enumerate(terms)}
         self.rows_scored = 0
         self.rows_marked = 0
         """Rows whose instances FTS5 had to mark (text of uncertain tokens)."""
@@ -78,7 +81,6 @@ class Scorer:
             f"WHERE c.id IN ({marks})",
             rowids,
         )
-        width = len(self.terms)
         freqs: dict[int, list[float]] = {}
         sizes: dict[int, float] = {}
         uncertain: list[int] = []
@@ -89,12 +91,7 @@ class Scorer:
             if words is None or len(words) != tokens:
                 uncertain.append(rowid)
                 continue
-            f = [0.0] * width
-            for word in words:
-                i = self._index.get(word)
-                if i is not None:
-                    f[i] += 1.0
-            freqs[rowid] = f
+            freqs[rowid] = [float(words.count(term)) for term in self._encoded]
         if uncertain:
             freqs.update(self._marked(uncertain))
         self.rows_scored += len(freqs)

@@ -52,8 +52,9 @@ Connection = Any
 
 RARE_SHARE = 0.02
 HEAVY_SHARE = 0.2
-FIRST_LIMIT = 256
-"""Rows read from a ranked query before asking FTS5 for all of them."""
+FIRST_LIMIT = 4096
+"""Rows a ranked query keeps before FTS5 is asked for all of them (they are read one by
+one, as long as they can win: a larger limit costs FTS5 almost nothing)."""
 BATCH = 32
 """Rows scored together (one read of their texts)."""
 EVAL_ROWS = 20_000
@@ -189,14 +190,18 @@ class MaxScore:
                 break
         return True
 
-    def listed(self, match: str) -> bool | None:
-        """Score every row `match` finds.
+    def listed(self, match: str, ranking_us: float) -> bool | None:
+        """Score every row `match` finds, unless ranking them would be cheaper.
 
-        None when they are more than `LIST_ROWS`; False once the row budget is spent.
+        The estimate that chose listing assumed the terms independent; rows holding
+        several query words are more often long ones, so the count is checked. None when
+        ranking is the cheaper after all (`ranking_us` is its cost less the scoring of
+        rows); False once the row budget is spent.
         """
         self.statements += 1
         found = [r for (r,) in self.conn.execute(_LISTED, (match, LIST_ROWS + 1))]
-        if len(found) > LIST_ROWS:
+        scoring = len(found) * SCORE_ROW_US
+        if len(found) > LIST_ROWS or scoring > ranking_us + len(found) * FTS5_ROW_US:
             return None
         return all(self.offer(found[i : i + BATCH]) for i in range(0, len(found), BATCH))
 
@@ -270,7 +275,8 @@ class MaxScore:
             # FTS5 ranks them (it walks every term's postings to count them, then scores
             # each row), or lists them without bm25 (a walk of the rarest term) and every
             # row is scored here.
-            ranking = sum(self.counts[i] for i in pattern) * WALK_US + rows * FTS5_ROW_US
+            walks = sum(self.counts[i] for i in pattern) * WALK_US
+            ranking = walks + rows * FTS5_ROW_US
             listing = min(self.counts[i] for i in pattern) * LIST_US + rows * SCORE_ROW_US
             cost = min(ranking, listing)
             if others and spent + cost > self.budget.patterns and len(self._best) >= self.k:
@@ -278,7 +284,7 @@ class MaxScore:
                 continue
             spent += cost
             match = " AND ".join(f'"{self.terms[i]}"' for i in pattern)
-            done = self.listed(match) if listing < ranking else None
+            done = self.listed(match, walks) if listing < ranking else None
             if done is None:
                 done = self.ranked(match, undecided[j] + slack)
             if not done:
