@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from fts import connect
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memoryd_fts import connect
 
 from memoryd._bm25 import Scorer, tokens_of
 from memoryd._query import match_string

@@ -9,9 +9,9 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from fts import connect
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from memoryd_fts import connect
 
 from memoryd import _maxscore, _search
 from memoryd._query import match_string, query_terms

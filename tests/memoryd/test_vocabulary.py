@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fts import append, connect
+from memoryd_fts import append, connect
 
 from memoryd._vocabulary import Vocabulary, walk_count
 

@@ -14,10 +14,11 @@ facts:
 3. `Scorer` computes any chosen row's full bm25 bit for bit as FTS5 does.
 
 The terms fall into four groups by the share of rows holding them: rare (R, at most
-`RARE_SHARE`), heavy (H, at least `HEAVY_SHARE`: too costly to walk twice), common (C,
-half the rows or more) and the middle (M). Every row lies in one of three regions, and
-each region is read in decreasing order of an upper bound on its rows' scores; rows are
-scored exactly until the bound falls below the k-th best score found (the *threshold*):
+`RARE_SHARE`; the rarest term when none is), heavy (H, at least `HEAVY_SHARE`: too
+costly to walk twice), common (C, half the rows or more) and the middle (M). Every row
+lies in one of three regions, and each region is read in decreasing order of an upper
+bound on its rows' scores; rows are scored exactly until the bound falls below the k-th
+best score found (the *threshold*):
 
 - rows with a term of R and one of M: one query, `(R) AND (M)`; a row scores at most
   its bm25 there plus the bounds of H and C;
@@ -107,7 +108,6 @@ class MaxScore:
         self.budget = budget
         self.bound = [(K1 + 1.0) * x * (1 + SLACK) for x in scorer.idf]
         self.exact = True
-        self.statements = 0
         self.scored: dict[int, float] = {}
         self._best: list[float] = []  # a min-heap of the k best scores, positive
         n = range(len(self.terms))
@@ -171,7 +171,6 @@ class MaxScore:
         False once the row budget is spent.
         """
         for limit in (FIRST_LIMIT, -1):
-            self.statements += 1
             seen = 0
             batch: list[int] = []
             for rowid, bm25 in self.conn.execute(_RANKED, (match, limit)):
@@ -198,7 +197,6 @@ class MaxScore:
         ranking is the cheaper after all (`ranking_us` is its cost less the scoring of
         rows); False once the row budget is spent.
         """
-        self.statements += 1
         found = [r for (r,) in self.conn.execute(_LISTED, (match, LIST_ROWS + 1))]
         scoring = len(found) * SCORE_ROW_US
         if len(found) > LIST_ROWS or scoring > ranking_us + len(found) * FTS5_ROW_US:
