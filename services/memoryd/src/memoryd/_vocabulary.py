@@ -1,0 +1,149 @@
+"""What bm25 needs to know about the index, read without walking postings per query.
+
+FTS5's bm25 uses three statistics: the rows in the table and the tokens in them (kept by
+FTS5 in `hits_data` id 1, read by `averages`), the token count of a row (`hits_docsize`),
+and, per query term, the rows holding it. FTS5 counts the last by walking the term's
+postings; fts5vocab does the same. For a word in most rows that walk costs hundreds of
+milliseconds at ten million rows, so `Vocabulary` keeps the counts of the frequent terms
+from one background scan and brings them up to date per query by counting only the rows
+added since (`rowid > last`), which FTS5 seeks to.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["Vocabulary", "averages", "doc_sizes", "prepare", "walk_count"]
+
+Connection = Any
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value = 0
+    for j in range(8):
+        byte = data[i + j]
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, i + j + 1
+    return (value << 8) | data[i + 8], i + 9
+
+
+def averages(conn: Connection) -> tuple[int, int]:
+    """FTS5's own totals, as bm25 sees them: rows, and tokens in all rows."""
+    row = conn.execute("SELECT block FROM hits_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    rows, i = _varint(row[0], 0)
+    tokens, _ = _varint(row[0], i) if i < len(row[0]) else (0, i)
+    return rows, tokens
+
+
+def doc_sizes(conn: Connection, rowids: list[int]) -> dict[int, int]:
+    """The token count of each row, from FTS5's `hits_docsize`."""
+    marks = ",".join("?" * len(rowids))
+    found = conn.execute(f"SELECT id, sz FROM hits_docsize WHERE id IN ({marks})", rowids)
+    return {rowid: _varint(size, 0)[0] for rowid, size in found}
+
+
+def prepare(conn: Connection) -> None:
+    """Make `temp.hits_vocab` (fts5vocab) on a reading connection."""
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.hits_vocab USING fts5vocab(main, hits, 'row')"
+    )
+
+
+def walk_count(conn: Connection, token: str) -> int:
+    """The rows holding `token`, counted from its postings (fts5vocab)."""
+    row = conn.execute("SELECT doc FROM temp.hits_vocab WHERE term = ?", (token,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _tail_count(conn: Connection, token: str, after: int) -> int:
+    found = conn.execute(
+        "SELECT count(*) FROM hits WHERE hits MATCH ? AND rowid > ?", (f'"{token}"', after)
+    )
+    return int(found.fetchone()[0])
+
+
+class Vocabulary:
+    """How many rows hold a term, exactly, without walking its postings on every query.
+
+    One scan (`scan`, in the background) reads the counts of the terms in at least
+    `KEEP` of the rows, and the last rowid then. A count asked for later is that count
+    plus the rows past that rowid holding the term. Rows are only ever appended with
+    higher rowids; whoever removes rows does it inside `removing`. A term not kept was
+    in fewer than `KEEP` of the rows: its own walk is short. Once the index has grown by
+    more than `STALE` since the scan, `stale` says so, and the caller scans again.
+    """
+
+    KEEP = 0.001
+    STALE = 0.01
+
+    def __init__(self) -> None:
+        self._snapshot: tuple[dict[str, int], int, int] | None = None
+        self._generation = 0
+        self._removing = 0
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget the snapshot (the index was replaced by a new file)."""
+        with self._lock:
+            self._snapshot = None
+            self._generation += 1
+
+    @contextmanager
+    def removing(self) -> Iterator[None]:
+        """Around a write that removes rows: no snapshot is used or kept until it is done.
+
+        A scan that read the file before the removal must not be kept after it, and a
+        search that reads the file after it must not use an older snapshot.
+        """
+        with self._lock:
+            self._removing += 1
+            self._snapshot = None
+            self._generation += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._removing -= 1
+                self._snapshot = None
+                self._generation += 1
+
+    def stale(self, rows: int) -> bool:
+        """Whether the snapshot is missing or too old for an index of `rows` rows."""
+        snapshot = self._snapshot
+        return snapshot is None or not 0 <= rows - snapshot[1] <= self.STALE * snapshot[1]
+
+    def scan(self, conn: Connection) -> None:
+        """Read the counts of the frequent terms, in one read transaction."""
+        with self._lock:
+            generation = self._generation
+        conn.execute("BEGIN")
+        try:
+            rows, _ = averages(conn)
+            last = conn.execute("SELECT coalesce(max(rowid), 0) FROM sources").fetchone()[0]
+            floor = max(1, math.ceil(self.KEEP * rows))
+            frequent = conn.execute(
+                "SELECT term, doc FROM temp.hits_vocab WHERE doc >= ?", (floor,)
+            )
+            counts = {str(term): int(doc) for term, doc in frequent}
+        finally:
+            conn.execute("COMMIT")
+        with self._lock:
+            if generation == self._generation and not self._removing:
+                self._snapshot = (counts, rows, int(last))
+
+    def count(self, conn: Connection, token: str) -> int:
+        """The rows holding `token` (a lower-case ASCII token), in the caller's transaction."""
+        snapshot = None if self._removing else self._snapshot
+        if snapshot is not None:
+            counts, _, last = snapshot
+            known = counts.get(token)
+            if known is not None:
+                return known + _tail_count(conn, token, last)
+        return walk_count(conn, token)
