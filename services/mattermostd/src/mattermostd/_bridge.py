@@ -112,6 +112,8 @@ class _Turn:
     shown: str = ""
     approval: str = ""
     """The id of the approval this turn waits for, if any."""
+    settled: set[str] = field(default_factory=set)
+    """Approvals whose result this turn saw (their posts are being edited)."""
 
 
 class Bridge:
@@ -446,12 +448,9 @@ class Bridge:
         waiting = {a.id for a in pending.pending}
         for gone in list(self.state.approvals.values()):
             if gone.id not in waiting:
-                self.state.approvals.pop(gone.id)
-                self.save()
-                await self._show_approval(
+                await self._close(
                     gone,
-                    gone.decided
-                    or "**No longer waiting:** decided (in bxctl) or timed out while the "
+                    "**No longer waiting:** decided (in bxctl) or timed out while the "
                     "Mattermost bridge was away; the reply in this thread says what happened.",
                 )
         for approval in pending.pending:
@@ -464,6 +463,53 @@ class Bridge:
             await self._announce(approval, channel, True)
         for inflight in list(self.state.inflight):
             self._enqueue(inflight)
+
+    async def _close(self, approval: OpenApproval, otherwise: str) -> None:
+        """An approval brokerd no longer waits on, whose outcome the bridge did not see."""
+        self.state.approvals.pop(approval.id, None)
+        self.save()
+        if approval.decided:
+            outcome = f"{approval.decided}\nThe reply in this thread says what became of the call."
+        else:
+            outcome = otherwise
+        try:
+            await self._show_approval(approval, outcome)
+        except Rejected as exc:
+            log.warning("cannot show the outcome of approval %s: %s", approval.id, exc)
+
+    async def _close_left_over(self, turn: _Turn) -> None:
+        """After a turn, close its approvals whose result the bridge did not see.
+
+        The result came before the bridge followed the turn again after a restart; the
+        posts are closed once brokerd no longer waits on them.
+        """
+        left = [
+            a
+            for a in self.state.approvals.values()
+            if a.session == turn.inflight.session and a.id not in turn.settled
+        ]
+        if not left:
+            return
+        try:
+            with trio.fail_after(LOOP_CALL_DEADLINE_S):
+                pending = await proto.call(self.s.broker_socket, ApprovalsList(), Approvals)
+        except (
+            proto.Unreachable,
+            proto.RemoteError,
+            proto.ProtocolError,
+            OSError,
+            trio.TooSlowError,
+        ) as exc:
+            log.warning("cannot list the pending approvals (%s); left for the next start", exc)
+            return
+        waiting = {a.id for a in pending.pending}
+        for approval in left:
+            if approval.id not in waiting and approval.id in self.state.approvals:
+                await self._close(
+                    approval,
+                    "**Decided outside Mattermost** (bxctl, or it timed out); the reply in "
+                    "this thread says what became of the call.",
+                )
 
     async def _channel_of(self, session: str) -> str | None:
         root = session.removeprefix("mm-")
@@ -507,6 +553,7 @@ class Bridge:
                 turn.finished = True
                 turn.ended.set()
                 turn.changed.set()
+            await self._close_left_over(turn)
         finally:
             del self._turns[inflight.session]
 
@@ -607,6 +654,7 @@ class Bridge:
                     )
                 if turn.approval:
                     approval, turn.approval = turn.approval, ""
+                    turn.settled.add(approval)
                     assert self._turn_nursery is not None
                     self._turn_nursery.start_soon(self._settle, approval, result)
             case ApprovalPending(approval=approval):
