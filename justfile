@@ -31,9 +31,10 @@ typecheck:
 test *args:
     uv run pytest -q {{ args }}
 
-# The gate without the model: lint, types, every test. Fast (a minute or two).
+# The gate without the model: lint, types, every test, in two pytest workers (most
+# end-to-end tests wait on processes and sockets; a file's tests share one worker).
 [group("gate")]
-check: lint typecheck test
+check: lint typecheck (test "-n 2 --dist loadfile")
 
 # The embedded model's tests against the real llama-cpp-python server. The first run
 # compiles llama-cpp-python (several minutes, shown by uv); then its cache holds it.
