@@ -209,8 +209,8 @@ class ModelClient:
         """Close the connection pool."""
         await self._http.aclose()
 
-    def body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bytes:
-        """The request body: every option first, `messages` last."""
+    def head(self, tools: list[dict[str, Any]]) -> bytes:
+        """The request body up to its messages: every option, then `"messages":`."""
         s = self.settings
         head: dict[str, Any] = {
             "model": s.model,
@@ -225,14 +225,20 @@ class ModelClient:
             # cannot stream while tools are offered (llama-cpp-python) streams.
             head["tools"] = tools
             head["tool_choice"] = s.tool_choice or "auto"
-        head["messages"] = messages
-        return _encoder.encode(head)
+        return _encoder.encode(head)[:-1] + b',"messages":'
+
+    def body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bytes:
+        """The request body: every option first, `messages` last."""
+        return self.head(tools) + _encoder.encode(messages) + b"}"
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText
     ) -> ModelReply:
         """Ask for the next assistant message; text deltas go to `on_text` as they arrive."""
-        body = self.body(messages, tools)
+        return await self.send(self.body(messages, tools), on_text)
+
+    async def send(self, body: bytes, on_text: OnText) -> ModelReply:
+        """Send a request body made by `body` (or `head` and the messages); as `complete`."""
         try:
             if self.settings.stream:
                 return await self._stream(body, on_text)

@@ -74,7 +74,7 @@ class Loopd:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.store = SessionStore(settings.sessions_dir)
+        self.store = SessionStore(settings.sessions_dir, null_content=settings.model.null_content)
         self.model = ModelClient(settings.model)
         self._turns: dict[str, trio.Lock] = {}
         self._cancelling: set[str] = set()
@@ -200,7 +200,11 @@ class Loopd:
         the turn finishes without it, and `turn_follow` (by `ref`) picks it up.
         """
         session_id = request.session
-        if not await trio.to_thread.run_sync(self.store.exists, session_id):
+        # The session loopd kept is checked with two stat calls, on the event loop: a
+        # worker thread costs more than they do.
+        if self.store.kept(session_id) is None and not await trio.to_thread.run_sync(
+            self.store.exists, session_id
+        ):
             raise ServiceError("no-session", f"there is no session {session_id!r}; open it first")
         lock = self._turns.setdefault(session_id, trio.Lock())
         busy = ServiceError(
@@ -219,7 +223,9 @@ class Loopd:
         self._running[session_id] = running
         outcome: Message = proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
         try:
-            session: Session = await trio.to_thread.run_sync(self.store.load, session_id)
+            session = self.store.kept(session_id)
+            if session is None:
+                session = await trio.to_thread.run_sync(self.store.open, session_id)
             if request.keep_going:
                 text: str | None = await self._turn_to_the_end(session, request, conn, running)
             else:
