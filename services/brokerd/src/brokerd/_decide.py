@@ -256,7 +256,8 @@ class Decider:
             reason=run.reason,
         )
         try:
-            await self.audit.append(started, now)
+            # Durable before the call runs (fail closed); the head moves with the outcome.
+            await self.audit.append(started, now, anchor=False)
         except OSError as exc:
             log.error(
                 "%s call %s in session %s refused: its audit record cannot be written: %s "
