@@ -150,36 +150,6 @@ def tamper(path: Path, index: int, old: bytes, new: bytes) -> None:
     path.write_bytes(b"\n".join(content) + b"\n")
 
 
-async def test_a_started_record_is_anchored_with_its_outcome(tmp_path: Path) -> None:
-    audit = opened(tmp_path)
-    head_before = (tmp_path / "head").read_bytes()
-    await audit.append(record("c1", status="started"), SEPT, anchor=False)
-    assert len(lines(tmp_path / "2026-09.jsonl")) == 1  # the line is durable at once
-    assert (tmp_path / "head").read_bytes() == head_before  # the head moves with the outcome
-    await audit.append(record("c1"), SEPT)
-    assert json.loads((tmp_path / "head").read_bytes())["records"] == 2
-    assert await verified(audit) == Verdict(records=2)
-
-
-async def test_a_crash_during_a_call_leaves_a_record_the_next_start_takes_in(
-    tmp_path: Path,
-) -> None:
-    audit = opened(tmp_path)
-    await audit.append(record("c0"), SEPT)
-    await audit.append(record("c1", status="started"), SEPT, anchor=False)
-    again = opened(tmp_path)  # brokerd killed while c1 ran
-    assert again.broken is None
-    assert await verified(again) == Verdict(records=2)
-    assert json.loads((tmp_path / "head").read_bytes())["records"] == 2
-
-
-async def test_verify_while_a_call_runs_anchors_its_started_record(tmp_path: Path) -> None:
-    audit = opened(tmp_path)
-    await audit.append(record("c1", status="started"), SEPT, anchor=False)
-    assert await verified(audit) == Verdict(records=1)
-    assert json.loads((tmp_path / "head").read_bytes())["records"] == 1
-
-
 @pytest.mark.parametrize(
     ("index", "old", "new", "broken_at"),
     [

@@ -10,9 +10,7 @@ that can be re-signed or re-anchored without the key.
 
 Appending writes the line (one `write`, fsync), then the head. If either fails, the line
 is cut back and `append` raises OSError: the record is not on record, and the caller
-must not run the call it describes. A call's `started` record moves the head with its
-outcome record (one head write per call, not two): until then it is a record after the
-head whose MAC holds, as after a crash between a record and its head.
+must not run the call it describes.
 
 At start (`open`) the whole log is walked and checked against the head. Records after
 the head that are brokerd's (their MACs hold) are a crash between a record and its head,
@@ -179,8 +177,6 @@ class Audit:
         self._count = 0
         self._last = AUDIT_GENESIS
         self._broken: str | None = None
-        self._unanchored = False
-        """Whether the last record is past the head on disk (`append` without `anchor`)."""
 
     def open(self) -> None:
         """Create the directory (0700) and the key, drop torn tails, check the log.
@@ -297,23 +293,17 @@ class Audit:
             )
         return head, None
 
-    async def append(self, record: AuditRecord, now: datetime, *, anchor: bool = True) -> None:
+    async def append(self, record: AuditRecord, now: datetime) -> None:
         """Chain `record` to the last one, append it to the month of `now`, move the head.
-
-        With `anchor` false the head is moved by the next append (or `verify`) instead:
-        a call's `started` record is anchored with its outcome, one head write for both.
-        The line itself is durable when this returns either way; a crash before the head
-        moved leaves a record after the head whose MAC holds, which the next start takes
-        in as brokerd's own.
 
         Raises:
             OSError: the record could not be made durable; it is not in the log (its line
                 was cut back) and the chain is left as it was.
         """
         async with self._lock:
-            await trio.to_thread.run_sync(self._append_now, record, now, anchor)
+            await trio.to_thread.run_sync(self._append_now, record, now)
 
-    def _append_now(self, record: AuditRecord, now: datetime, anchor: bool = True) -> None:
+    def _append_now(self, record: AuditRecord, now: datetime) -> None:
         chained = msgspec.structs.replace(record, prev=self._last)
         signed = msgspec.structs.replace(chained, mac=proto.audit_mac(self._key, chained))
         line = _encoder.encode(signed)
@@ -326,21 +316,13 @@ class Audit:
         self._count, self._last = self._count + 1, signed.mac
         try:
             proto.append_line(path, line)
-            if anchor:
-                proto.write_atomically(self.head_path, _encoder.encode(self._head()))
+            proto.write_atomically(self.head_path, _encoder.encode(self._head()))
         except OSError:
             self._count, self._last = before.records, before.last
             _cut_back(path, size)
             with contextlib.suppress(OSError):  # in case the new head was renamed in
                 proto.write_atomically(self.head_path, _encoder.encode(before))
             raise
-        self._unanchored = not anchor
-
-    def _anchor(self) -> None:
-        """Move the head to the last record, if an append left that to later."""
-        if self._unanchored:
-            proto.write_atomically(self.head_path, _encoder.encode(self._head()))
-            self._unanchored = False
 
     async def call_state(self, session: str, call: str) -> proto.CallStateReply:
         """What the log says of one call: its last record, newest month first."""
@@ -370,7 +352,6 @@ class Audit:
 
     def verify_now(self) -> Verdict:
         """`verify`, blocking; the caller keeps writers out."""
-        self._anchor()
         walk = _walk(self.directory, self._key)
         if walk.broken is not None:
             return Verdict(records=walk.records, broken_at=walk.broken)

@@ -256,8 +256,7 @@ class Decider:
             reason=run.reason,
         )
         try:
-            # Durable before the call runs (fail closed); the head moves with the outcome.
-            await self.audit.append(started, now, anchor=False)
+            await self.audit.append(started, now)
         except OSError as exc:
             log.error(
                 "%s call %s in session %s refused: its audit record cannot be written: %s "
