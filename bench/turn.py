@@ -1,10 +1,10 @@
 """The time boxmaker adds to a turn, without the model, beside the bare cost of its hops.
 
 A home is made with `bxctl init` and `bxctl up` runs memoryd, brokerd and loopd as
-processes. loopd's model is an instant scripted server in this process (a thread on
-loopback TCP, keep-alive, HTTP/1.1, streaming SSE in chunked encoding as llama.cpp and
-vLLM do): it answers each request from the tail of its body, without parsing it, and
-records its own time for each (first byte of the request read to last byte of the
+processes. loopd's model is an instant scripted server in a child process (loopback
+TCP, keep-alive, HTTP/1.1, streaming SSE in chunked encoding, a chunk per event, as
+llama.cpp and vLLM do): it answers each request from the tail of its body, without
+parsing it, and counts its own time (first byte of a request read to last byte of the
 answer written). Turns are said through loopd's chat socket as `bxctl chat` says them,
 reading every turn event, and alternate between two kinds:
 
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing
 import os
 import random
 import shutil
@@ -136,42 +137,53 @@ def _stream(events: list[bytes], total: int) -> bytes:
     return head + b"".join(events) + b"".join(tail)
 
 
-@dataclass
+RECALL_MARK = "(recall) "
+"""How the owner's message tells the model to call recall first (the bench's script)."""
+
+
 class InstantModel:
-    """An OpenAI-compatible server that answers at once, timing itself."""
+    """An OpenAI-compatible server in a child process that answers at once, timing itself.
 
-    answer: str = ""
-    query: str = ""
-    recall: bool = False
-    """Whether the turn in progress starts with a recall call."""
-    times: list[float] = field(default_factory=list)
-    """Seconds spent on each request, first byte read to last byte written."""
-    url: str = ""
-    _sock: socket.socket | None = None
+    A process of its own, so that its time is not the bench's (one GIL would make each
+    wait for the other). It answers from the tail of a request's body: a request whose
+    last message is the owner's, starting with `RECALL_MARK`, gets a recall call; any other
+    a text answer. The time it spent, and how many completions it answered, are shared.
+    """
 
-    def start(self) -> None:
+    def __init__(self, seed: int) -> None:
+        context = multiprocessing.get_context("fork")
+        self._spent = context.Value("d", 0.0, lock=False)
+        self._answered = context.Value("q", 0, lock=False)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         sock.listen(16)
-        self._sock = sock
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._process = context.Process(target=self._run, args=(sock, seed), daemon=True)
+        self._process.start()
+        sock.close()
+
+    @property
+    def spent(self) -> float:
+        """Seconds spent on requests so far, first byte read to last byte written."""
+        return float(self._spent.value)
+
+    @property
+    def answered(self) -> int:
+        """Chat completions answered so far."""
+        return int(self._answered.value)
 
     def stop(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
+        self._process.kill()
+        self._process.join()
 
-    def _accept(self) -> None:
-        assert self._sock is not None
+    def _run(self, sock: socket.socket, seed: int) -> None:
+        words = Words(seed)
         while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
+            conn, _ = sock.accept()
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(conn, words), daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, words: Words) -> None:
         buffer = bytearray()
         started = 0.0
         with conn:
@@ -197,23 +209,26 @@ class InstantModel:
                     buffer += chunk
                 body = bytes(buffer[:length])
                 del buffer[:length]
-                if head.startswith(b"POST "):
-                    reply = self._answer(body)
+                post = head.startswith(b"POST ")
+                if post:
+                    reply = self._answer(body, words)
                 else:  # the context probe: this server tells nothing
                     reply = b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\n\r\n{}"
                 conn.sendall(reply)
-                self.times.append(time.perf_counter() - started)
+                self._spent.value += time.perf_counter() - started
+                if post:
+                    self._answered.value += 1
                 if buffer:
                     started = time.perf_counter()
 
-    def _answer(self, body: bytes) -> bytes:
-        # `messages` comes last in loopd's body: the last message's role is near the end.
+    def _answer(self, body: bytes, words: Words) -> bytes:
+        # `messages` comes last in loopd's body: the last message is near the end.
         last = body.rfind(b'"role":"')
-        role = body[last + 8 : last + 12]
         total = len(body) // 4
-        if self.recall and role == b"user":
-            return _recall_call(self.query, total)
-        return _text_answer(self.answer, total)
+        marked = b'"role":"user","content":"' + RECALL_MARK.encode()
+        if body.startswith(marked, last):
+            return _recall_call(words.query(), total)
+        return _text_answer(words.text(ANSWER_WORDS), total)
 
 
 # -- text ----------------------------------------------------------------------------------
@@ -351,12 +366,18 @@ class Bench:
     async def turn(self, session: str, number: int) -> tuple[str, float]:
         """Say one turn; return its kind and its overhead (wall minus the model's time)."""
         kind = "plain" if number % 2 else "recall"
-        self.model.recall = kind == "recall"
-        self.model.answer = self.words.text(ANSWER_WORDS)
-        self.model.query = self.words.query()
-        served = len(self.model.times)
-        wall = await _say(self.socket(proto.OWNER_LOOP), session, self.words.text(SAY_WORDS))
-        return kind, wall - sum(self.model.times[served:])
+        text = self.words.text(SAY_WORDS)
+        calls = 1 if kind == "plain" else 2
+        answered, spent = self.model.answered, self.model.spent
+        wall = await _say(
+            self.socket(proto.OWNER_LOOP),
+            session,
+            RECALL_MARK + text if kind == "recall" else text,
+        )
+        with trio.fail_after(10):  # the model's count of its time is just behind its answer
+            while self.model.answered < answered + calls:  # noqa: ASYNC110 (another process)
+                await trio.sleep(0.0001)
+        return kind, wall - (self.model.spent - spent)
 
     async def pieces(self, point: int, shadow: Session, reps: int) -> None:
         """Each piece on its own, `reps` times, at this point of the session."""
@@ -513,8 +534,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     points = sorted(int(p) for p in args.points.split(","))
     directory = Path(tempfile.mkdtemp(prefix="bxt", dir="/tmp"))
-    model = InstantModel()
-    model.start()
+    model = InstantModel(seed=17)
     bare = directory / "bare" / "s.sock"
     bare.parent.mkdir(mode=0o700)
     child = _serve("bare", bare)
