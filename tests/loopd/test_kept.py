@@ -76,7 +76,7 @@ def records(draw: st.DrawFn) -> SessionRecord:
     )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(log=st.lists(records(), max_size=25), null_content=st.booleans())
 def test_the_messages_kept_up_one_record_at_a_time_are_the_messages_built_anew(
     log: list[SessionRecord], null_content: bool
@@ -134,7 +134,7 @@ STEPS = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(steps=st.lists(STEPS, max_size=14), null_content=st.booleans())
 def test_a_kept_session_is_always_what_a_fresh_load_of_its_files_gives(
     steps: list[tuple[Any, ...]], null_content: bool

@@ -52,7 +52,7 @@ def streams(draw: st.DrawFn) -> tuple[bytes, list[bytes]]:
     return "".join(out).encode(), expected
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(stream=streams(), data=st.data())
 def test_events_come_out_whole_wherever_the_reads_cut_the_stream(
     stream: tuple[bytes, list[bytes]], data: st.DataObject
