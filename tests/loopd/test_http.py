@@ -104,7 +104,8 @@ async def serve(nursery: trio.Nursery, answer: Answer, *, close_after: bool = Fa
 
 def events(*texts: str) -> bytes:
     chunks = [json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}) for text in texts]
-    stream = "".join(f"data: {chunk}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    stream = "data:\n\n"  # an event without data (a keep-alive some servers send)
+    stream += "".join(f"data: {chunk}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
     body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in _split(stream.encode()))
     return (
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"

@@ -320,8 +320,8 @@ class ModelClient:
         async for chunk in chunks:
             texts: list[str] = []
             for data in decoder.feed(chunk):
-                # An event's type and id are not used.
-                if data.strip() != b"[DONE]":
+                # An event's type and id are not used; one without data carries nothing.
+                if data and data.strip() != b"[DONE]":
                     texts += partial.add(data)
             if texts:
                 await on_text("".join(texts))
