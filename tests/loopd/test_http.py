@@ -197,30 +197,3 @@ async def test_with_a_proxy_in_the_environment_httpx_carries_the_request(
         [(reply, deltas)] = await ask(model.url)
     assert reply.content == "through httpx"
     assert "".join(deltas) == "through httpx"
-
-
-async def test_a_long_request_goes_out_whole_in_its_parts(nursery: trio.Nursery) -> None:
-    got: list[bytes] = []
-
-    async def handle(stream: trio.SocketStream) -> None:
-        async with stream:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += await stream.receive_some()
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-            while len(body) < length:
-                body += await stream.receive_some()
-            got.append(body)
-            await stream.send_all(events("received"))
-
-    with trio.fail_after(CAP_S):
-        listeners = await nursery.start(partial(trio.serve_tcp, handle, 0, host="127.0.0.1"))
-        port = listeners[0].socket.getsockname()[1]
-        client = HttpClient(f"http://127.0.0.1:{port}/v1", {}, timeout_s=5)
-        parts = (b'{"messages":', bytearray(b"[" + b'"x",' * 50_000 + b'"y"'), b"]}")
-        async with client.post("/v1/chat/completions", parts) as response:
-            assert response.status == 200
-            await response.read()
-        await client.aclose()
-    assert got == [b"".join(parts)]

@@ -159,11 +159,7 @@ class Conversation:
 
     def body(self, head: bytes) -> bytes:
         """`head` followed by the messages as a JSON array and the body's closing `}`."""
-        return b"".join(self.body_parts(head))
-
-    def body_parts(self, head: bytes) -> tuple[bytes, bytearray, bytes]:
-        """`body` in parts, the messages not copied (send them before the next `add`)."""
-        return head, self._messages, b"]}"
+        return b"".join((head, self._messages, b"]}"))
 
     def _track(self, record: SessionRecord) -> Placed:
         """Note `record`; say where its message goes: at the end, earlier, or nowhere."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import ssl
 import urllib.request
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Literal
@@ -31,7 +31,6 @@ import trio
 
 __all__ = [
     "Broken",
-    "Buffer",
     "ChunkedDecoder",
     "ConnectFailed",
     "HttpClient",
@@ -47,7 +46,6 @@ MAX_LINE_BYTES = 4096
 """The most a chunk's size line (or a trailer line) may take."""
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _READ = 1 << 16
-Buffer = bytes | bytearray
 
 
 class HttpError(Exception):
@@ -237,15 +235,14 @@ class HttpClient:
             await trio.aclose_forcefully(connection.stream)
 
     @asynccontextmanager
-    async def post(self, path: str, body: Sequence[Buffer]) -> AsyncIterator[Response]:
-        """Send `body` (its parts one after the other) to `path`; yield the response's head.
+    async def post(self, path: str, body: bytes) -> AsyncIterator[Response]:
+        """Send `body` to `path`; yield the response once its head has come.
 
-        The parts are sent as they are, not joined first (a long session's request is a
-        megabyte). The connection is kept for the next request if the body was read to
-        its end.
+        The connection is kept for the next request if the body was read to its end.
         """
-        length = sum(len(part) for part in body)
-        head = (f"POST {path} HTTP/1.1\r\n{self._headers}content-length: {length}\r\n\r\n").encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\n{self._headers}content-length: {len(body)}\r\n\r\n"
+        ).encode()
         connection = self._idle.pop() if self._idle else await self._connect()
         try:
             try:
@@ -293,16 +290,12 @@ class HttpClient:
             raise ConnectFailed(str(exc) or type(exc).__name__) from None
         return _Connection(stream)
 
-    async def _exchange(
-        self, connection: _Connection, head: bytes, body: Sequence[Buffer]
-    ) -> Response:
+    async def _exchange(self, connection: _Connection, head: bytes, body: bytes) -> Response:
         try:
             with trio.fail_after(self.timeout_s):
-                if sum(len(part) for part in body) < _READ:
-                    await connection.stream.send_all(b"".join((head, *body)))
-                else:
-                    for part in (head, *body):
-                        await connection.stream.send_all(part)
+                await connection.stream.send_all(head + body if len(body) < _READ else head)
+                if len(body) >= _READ:
+                    await connection.stream.send_all(body)
         except trio.TooSlowError:
             raise TimedOut(f"the request was not sent within {self.timeout_s:g} s") from None
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:

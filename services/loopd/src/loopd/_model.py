@@ -12,14 +12,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -31,7 +24,7 @@ import trio
 from proto import ToolCall
 
 from ._config import ModelSection
-from ._http import Broken, Buffer, ConnectFailed, HttpClient, TimedOut, proxied
+from ._http import Broken, ConnectFailed, HttpClient, TimedOut, proxied
 from ._sse import EventDecoder
 
 __all__ = ["ModelClient", "ModelError", "ModelReply", "OnText"]
@@ -253,12 +246,12 @@ class ModelClient:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText
     ) -> ModelReply:
         """Ask for the next assistant message; text deltas go to `on_text` as they arrive."""
-        return await self.send([self.body(messages, tools)], on_text)
+        return await self.send(self.body(messages, tools), on_text)
 
-    async def send(self, body: Sequence[Buffer], on_text: OnText) -> ModelReply:
-        """Send a request body in parts (`body`, or `head` and the messages); as `complete`."""
+    async def send(self, body: bytes, on_text: OnText) -> ModelReply:
+        """Send a request body made by `body` (or `head` and the messages); as `complete`."""
         if self._direct is None:
-            return await self._send_by_httpx(b"".join(body), on_text)
+            return await self._send_by_httpx(body, on_text)
         url = self.settings.url
         try:
             async with self._direct.post(self._path, body) as response:

@@ -199,7 +199,7 @@ async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
 
     for _ in range(ctx.settings.max_steps):
         _check_room(session, ctx)
-        body = session.conversation.body_parts(ctx.model.head(session.baseline.tools))
+        body = session.conversation.body(ctx.model.head(session.baseline.tools))
         try:
             reply = await ctx.model.send(body, on_text)
         except ContextExceeded as exc:
