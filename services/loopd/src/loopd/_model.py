@@ -12,10 +12,9 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -24,7 +23,6 @@ import trio
 from proto import ToolCall
 
 from ._config import ModelSection
-from ._http import Broken, ConnectFailed, HttpClient, TimedOut, proxied
 from ._sse import EventDecoder
 
 __all__ = ["ModelClient", "ModelError", "ModelReply", "OnText"]
@@ -158,13 +156,6 @@ class ModelClient:
             headers=headers, timeout=httpx.Timeout(settings.timeout_s, connect=10.0)
         )
         self.url = settings.url.rstrip("/") + "/chat/completions"
-        self._direct: HttpClient | None = None
-        """The lean client for the chat completions; None: httpx (a proxy is configured)."""
-        if not proxied(self.url):
-            with contextlib.suppress(ValueError):  # not http(s): httpx says why, per call
-                self._direct = HttpClient(settings.url, headers, timeout_s=settings.timeout_s)
-        parts = urlsplit(self.url)
-        self._path = parts.path + (f"?{parts.query}" if parts.query else "")
         self.context_tokens = settings.context_tokens
         """The smaller of `[model] context_tokens` and what the server says it holds."""
         self._probed_at: float | None = None
@@ -216,8 +207,6 @@ class ModelClient:
 
     async def aclose(self) -> None:
         """Close the connection pool."""
-        if self._direct is not None:
-            await self._direct.aclose()
         await self._http.aclose()
 
     def head(self, tools: list[dict[str, Any]]) -> bytes:
@@ -250,33 +239,15 @@ class ModelClient:
 
     async def send(self, body: bytes, on_text: OnText) -> ModelReply:
         """Send a request body made by `body` (or `head` and the messages); as `complete`."""
-        if self._direct is None:
-            return await self._send_by_httpx(body, on_text)
-        url = self.settings.url
         try:
-            async with self._direct.post(self._path, body) as response:
-                return await self._answer(
-                    response.status, response.headers, response.chunks(), on_text
-                )
-        except TimedOut:
-            raise ModelError(
-                f"the model server at {url} did not answer within {self.settings.timeout_s:g} s"
-            ) from None
-        except ConnectFailed as exc:
-            raise ModelError(f"cannot reach the model server at {url}: {exc}") from None
-        except Broken as exc:
-            raise ModelError(
-                f"the connection to the model server at {url} broke during its answer: {exc}"
-            ) from None
-
-    async def _send_by_httpx(self, body: bytes, on_text: OnText) -> ModelReply:
-        try:
-            async with self._http.stream("POST", self.url, content=body) as response:
-                chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
-                async with contextlib.aclosing(chunks):
-                    return await self._answer(
-                        response.status_code, response.headers, chunks, on_text
-                    )
+            if self.settings.stream:
+                return await self._stream(body, on_text)
+            response = await self._http.post(self.url, content=body)
+            _check_status(response)
+            reply = _parse(response.content)
+            if reply.content:
+                await on_text(reply.content)
+            return reply
         except httpx.TimeoutException:
             raise ModelError(
                 f"the model server at {self.settings.url} did not answer within "
@@ -292,39 +263,30 @@ class ModelClient:
                 f"answer: {exc or type(exc).__name__}"
             ) from None
 
-    async def _answer(
-        self,
-        status: int,
-        headers: Mapping[str, str],
-        chunks: AsyncIterator[bytes],
-        on_text: OnText,
-    ) -> ModelReply:
-        """The assistant message in a response, read to the end of its body."""
-        if status >= 400 or not self.settings.stream:
-            content = b"".join([chunk async for chunk in chunks])
-            _check_status(status, content)
-            reply = _parse(content)
-            if reply.content:
-                await on_text(reply.content)
-            return reply
-        if "text/event-stream" not in headers.get("content-type", ""):
-            # A server that ignores "stream": true answers with something else.
-            async for _ in chunks:
-                pass
-            raise ModelError(_EMPTY_STREAM)
-        # Read to the end of the body even after [DONE] or a malformed chunk (a connection
-        # is kept only once its answer was read whole). The text of every event of one
-        # read goes on as one piece.
+    async def _stream(self, body: bytes, on_text: OnText) -> ModelReply:
         partial = _Partial()
-        decoder = EventDecoder()
-        async for chunk in chunks:
-            texts: list[str] = []
-            for data in decoder.feed(chunk):
-                # An event's type and id are not used; one without data carries nothing.
-                if data and data.strip() != b"[DONE]":
-                    texts += partial.add(data)
-            if texts:
-                await on_text("".join(texts))
+        async with self._http.stream("POST", self.url, content=body) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                _check_status(response)
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                # A server that ignores "stream": true answers with something else.
+                await response.aread()
+                raise ModelError(_EMPTY_STREAM)
+            # Read to the end of the body even after [DONE] or a malformed chunk: breaking
+            # out of httpx's nested stream generators leaves them unfinished. The text of
+            # every event of one read goes on as one piece.
+            decoder = EventDecoder()
+            chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
+                    texts: list[str] = []
+                    for data in decoder.feed(chunk):
+                        # An event's type and id are not used; one without data carries nothing.
+                        if data and data.strip() != b"[DONE]":
+                            texts += partial.add(data)
+                    if texts:
+                        await on_text("".join(texts))
         if partial.malformed is not None:
             raise ModelError(f"the model server sent a malformed stream chunk: {partial.malformed}")
         if partial.chunks == 0:
@@ -392,21 +354,21 @@ class _Partial:
         )
 
 
-def _check_status(status: int, content: bytes) -> None:
-    if status < 400:
+def _check_status(response: httpx.Response) -> None:
+    if response.status_code < 400:
         return
-    detail = content.decode("utf-8", errors="replace")[:300]
+    detail = response.text[:300]
     try:
-        parsed = msgspec.json.decode(content)
+        parsed = msgspec.json.decode(response.content)
         if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
             detail = str(parsed["error"].get("message", detail))
         elif isinstance(parsed, dict) and "error" in parsed:
             detail = str(parsed["error"])
     except msgspec.DecodeError:
         pass
-    if status in (400, 413) and _CONTEXT_REFUSAL.search(detail):
+    if response.status_code in (400, 413) and _CONTEXT_REFUSAL.search(detail):
         raise ContextExceeded(f"the model server's context is full: {detail}")
-    raise ModelError(f"the model server answered HTTP {status}: {detail}")
+    raise ModelError(f"the model server answered HTTP {response.status_code}: {detail}")
 
 
 def _dig(value: Any, path: tuple[str | int, ...]) -> Any:
