@@ -87,12 +87,13 @@ def write_atomically(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def append_line(path: Path, line: bytes) -> None:
+def append_line(path: Path, line: bytes) -> os.stat_result:
     """Append one whole line (a newline is added if missing) in one write, then fsync.
 
     A file that ends without its newline holds a line torn by a crash (a process killed
     in the middle of its write): that fragment is ended with a newline first, never
     rewritten, so it stays a line of its own that readers skip, and the new line is whole.
+    Returns the file's status just after the write (its size, its modification time).
     """
     data = line if line.endswith(b"\n") else line + b"\n"
     mode = file_mode(path.parent)
@@ -108,5 +109,6 @@ def append_line(path: Path, line: bytes) -> None:
             os.ftruncate(fd, size)
             raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
         os.fsync(fd)
+        return os.fstat(fd)
     finally:
         os.close(fd)

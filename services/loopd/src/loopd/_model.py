@@ -12,18 +12,18 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
-import httpx_sse
 import msgspec
 import trio
 
 from proto import ToolCall
 
 from ._config import ModelSection
+from ._sse import EventDecoder
 
 __all__ = ["ModelClient", "ModelError", "ModelReply", "OnText"]
 
@@ -209,8 +209,8 @@ class ModelClient:
         """Close the connection pool."""
         await self._http.aclose()
 
-    def body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bytes:
-        """The request body: every option first, `messages` last."""
+    def head(self, tools: list[dict[str, Any]]) -> bytes:
+        """The request body up to its messages: every option, then `"messages":`."""
         s = self.settings
         head: dict[str, Any] = {
             "model": s.model,
@@ -225,14 +225,20 @@ class ModelClient:
             # cannot stream while tools are offered (llama-cpp-python) streams.
             head["tools"] = tools
             head["tool_choice"] = s.tool_choice or "auto"
-        head["messages"] = messages
-        return _encoder.encode(head)
+        return _encoder.encode(head)[:-1] + b',"messages":'
+
+    def body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bytes:
+        """The request body: every option first, `messages` last."""
+        return self.head(tools) + _encoder.encode(messages) + b"}"
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText
     ) -> ModelReply:
         """Ask for the next assistant message; text deltas go to `on_text` as they arrive."""
-        body = self.body(messages, tools)
+        return await self.send(self.body(messages, tools), on_text)
+
+    async def send(self, body: bytes, on_text: OnText) -> ModelReply:
+        """Send a request body made by `body` (or `head` and the messages); as `complete`."""
         try:
             if self.settings.stream:
                 return await self._stream(body, on_text)
@@ -263,22 +269,24 @@ class ModelClient:
             if response.status_code >= 400:
                 await response.aread()
                 _check_status(response)
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                # A server that ignores "stream": true answers with something else.
+                await response.aread()
+                raise ModelError(_EMPTY_STREAM)
             # Read to the end of the body even after [DONE] or a malformed chunk: breaking
-            # out of httpx's nested stream generators leaves them unfinished.
-            events = httpx_sse.EventSource(response).aiter_sse()
-            async with contextlib.aclosing(events):
-                try:
-                    async for event in events:
-                        # The event's type and id are not used; an event without data
-                        # (a bare `id:` or `retry:`) carries nothing to decode.
-                        if not event.data or event.data.strip() == "[DONE]":
-                            continue
-                        for text in partial.add(event.data):
-                            await on_text(text)
-                except httpx_sse.SSEError:
-                    # Raised before the first event when the answer is not an event
-                    # stream at all (a server that ignores "stream": true).
-                    raise ModelError(_EMPTY_STREAM) from None
+            # out of httpx's nested stream generators leaves them unfinished. The text of
+            # every event of one read goes on as one piece.
+            decoder = EventDecoder()
+            chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
+                    texts: list[str] = []
+                    for data in decoder.feed(chunk):
+                        # An event's type and id are not used; one without data carries nothing.
+                        if data and data.strip() != b"[DONE]":
+                            texts += partial.add(data)
+                    if texts:
+                        await on_text("".join(texts))
         if partial.malformed is not None:
             raise ModelError(f"the model server sent a malformed stream chunk: {partial.malformed}")
         if partial.chunks == 0:
@@ -298,7 +306,7 @@ class _Partial:
     malformed: str | None = None
     """Why the first chunk that did not decode failed; every later chunk is ignored."""
 
-    def add(self, data: str) -> list[str]:
+    def add(self, data: bytes) -> list[str]:
         """Take one chunk's JSON; return its text deltas, to pass on as they arrive."""
         if self.malformed is not None:
             return []

@@ -30,6 +30,7 @@ from proto import (
 
 from ._config import Settings
 from ._model import ModelClient
+from ._outbox import Outbox
 from ._sessions import Session, SessionStore, new_session_id
 from ._tools import tool_schemas
 from ._turn import TurnContext, TurnError, run_turn
@@ -74,7 +75,7 @@ class Loopd:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.store = SessionStore(settings.sessions_dir)
+        self.store = SessionStore(settings.sessions_dir, null_content=settings.model.null_content)
         self.model = ModelClient(settings.model)
         self._turns: dict[str, trio.Lock] = {}
         self._cancelling: set[str] = set()
@@ -200,7 +201,11 @@ class Loopd:
         the turn finishes without it, and `turn_follow` (by `ref`) picks it up.
         """
         session_id = request.session
-        if not await trio.to_thread.run_sync(self.store.exists, session_id):
+        # The session loopd kept is checked with two stat calls, on the event loop: a
+        # worker thread costs more than they do.
+        if self.store.kept(session_id) is None and not await trio.to_thread.run_sync(
+            self.store.exists, session_id
+        ):
             raise ServiceError("no-session", f"there is no session {session_id!r}; open it first")
         lock = self._turns.setdefault(session_id, trio.Lock())
         busy = ServiceError(
@@ -219,7 +224,9 @@ class Loopd:
         self._running[session_id] = running
         outcome: Message = proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
         try:
-            session: Session = await trio.to_thread.run_sync(self.store.load, session_id)
+            session = self.store.kept(session_id)
+            if session is None:
+                session = await trio.to_thread.run_sync(self.store.open, session_id)
             if request.keep_going:
                 text: str | None = await self._turn_to_the_end(session, request, conn, running)
             else:
@@ -244,24 +251,29 @@ class Loopd:
         self, session: Session, request: Say, conn: Connection, running: _Running
     ) -> str:
         """The turn's final text; a client that leaves does not stop it."""
-        gone = False
+        outbox = Outbox(conn)
 
         async def emit(event: TurnEvent) -> None:
-            nonlocal gone
             running.tell(event)
-            if gone:
-                return
-            try:
-                await conn.send(event)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                gone = True
-                log.info("chat client of %s left; its turn goes on", session.id)
+            await outbox.put(event)
 
-        try:
-            return await run_turn(session, request.text, self._context, emit, ref=request.ref)
-        except TurnError as exc:
-            log.warning("turn in %s ended: %s", session.id, exc.message)
-            raise
+        def left() -> None:
+            log.info("chat client of %s left; its turn goes on", session.id)
+
+        failed: TurnError | None = None
+        text = ""
+        async with trio.open_nursery() as sending:
+            sending.start_soon(outbox.run, left)
+            try:
+                text = await run_turn(session, request.text, self._context, emit, ref=request.ref)
+            except TurnError as exc:
+                failed = exc
+            finally:
+                outbox.close()
+        if failed is not None:
+            log.warning("turn in %s ended: %s", session.id, failed.message)
+            raise failed
+        return text
 
     async def follow(self, request: TurnFollow, conn: Connection) -> Message:
         """The events of the turn that answers `request.ref` from now on, and its end."""
@@ -298,16 +310,19 @@ class Loopd:
                     self._cancelling.add(session.id)
                     race.cancel_scope.cancel()
 
+            outbox = Outbox(conn)
+
             async def emit(event: TurnEvent) -> None:
                 running.tell(event)
-                try:
-                    await conn.send(event)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    cancel("stopped reading")
+                await outbox.put(event)
 
             async def watch() -> None:
                 await conn.wait_peer_gone()
                 cancel("left")
+
+            async def send() -> None:
+                await outbox.run(lambda: cancel("stopped reading"))
+                race.cancel_scope.cancel()  # the turn ended and every event went out
 
             async def turn() -> None:
                 try:
@@ -317,9 +332,11 @@ class Loopd:
                 except TurnError as exc:
                     log.warning("turn in %s ended: %s", session.id, exc.message)
                     failed.append(exc)
-                race.cancel_scope.cancel()
+                finally:
+                    outbox.close()
 
             race.start_soon(watch)
+            race.start_soon(send)
             race.start_soon(turn)
         if failed:
             raise failed[0]  # a ServiceError: the chat client gets its error frame

@@ -6,30 +6,54 @@ one record per line, appended and flushed; nothing in it is ever rewritten. A lo
 last line was torn by a crash gets a newline before the next record, so the fragment
 stays a line of its own that readers skip, and no whole record is lost.
 
+loopd is the log's only writer, so it keeps what it read of a session and adds what it
+appends (`SessionStore.open`), rather than reading the whole log again for every turn.
+Each session remembers its files as it left them (inode, size, modification time); if
+either file is not so when the session is next used (a crash left a torn line, someone
+wrote to the log, the session was made again), it is read again from disk. A kept session
+is always what a fresh `load` of its files gives.
+
 The files' formats and the session's label rule are proto's (`proto._session`), shared
 with memoryd and bxctl.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import secrets
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 
 import proto
-from proto import Baseline, Label, SessionRecord, ToolResultRecord
+from proto import (
+    SESSION_LOG,
+    AssistantRecord,
+    Baseline,
+    Label,
+    SessionRecord,
+    ToolCall,
+    ToolResultRecord,
+)
 
-__all__ = ["Session", "SessionStore", "new_session_id"]
+from ._history import Conversation
+
+__all__ = ["CHARS_PER_TOKEN", "KEPT_SESSIONS", "Session", "SessionStore", "new_session_id"]
 
 log = logging.getLogger("loopd.sessions")
 
 _encoder = msgspec.json.Encoder()
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
+CHARS_PER_TOKEN = 3
+"""A cautious estimate where the server has not counted yet."""
+KEPT_SESSIONS = 32
+"""How many sessions loopd keeps in memory between turns (the most recently used)."""
+
+FileState = tuple[int, int, int, int]
+"""A file as loopd left it: device, inode, size, modification time (ns)."""
 
 
 def new_session_id() -> str:
@@ -37,39 +61,141 @@ def new_session_id() -> str:
     return "chat-" + "".join(secrets.choice(_BASE32) for _ in range(26))
 
 
-@dataclass
+def _state(st: os.stat_result) -> FileState:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _stat(path: Path) -> FileState | None:
+    try:
+        return _state(os.stat(path))
+    except FileNotFoundError:
+        return None
+
+
 class Session:
     """A session as read from its files, and kept up as loopd appends to it."""
 
-    id: str
-    directory: Path
-    baseline: Baseline
-    records: list[SessionRecord]
-    label: Label = proto.SESSION_START
-    """The session's taint: proto's rule over every line of its log so far."""
+    def __init__(
+        self,
+        id: str,
+        directory: Path,
+        baseline: Baseline,
+        records: list[SessionRecord] | None = None,
+        label: Label = proto.SESSION_START,
+        *,
+        null_content: bool = False,
+        files: tuple[FileState | None, FileState | None] | None = None,
+        torn: bytes = b"",
+    ) -> None:
+        self.id = id
+        self.directory = directory
+        self.baseline = baseline
+        self.label = label
+        """The session's taint: proto's rule over every line of its log so far."""
+        self.conversation = Conversation(baseline.system, records or (), null_content=null_content)
+        self.files = files
+        """The baseline and the log as this session last saw them; None: not known."""
+        self._torn = torn
+        """The log's unfinished last line when it was read: the next append ends it."""
+        self._counted, self._since = 0, 0
+        """The server's last token count, and the characters of the records after it."""
+        self._counted_at = -1
+        for i in range(len(self.records) - 1, -1, -1):
+            record = self.records[i]
+            if isinstance(record, AssistantRecord) and record.tokens is not None:
+                self._counted, self._counted_at = record.tokens, i
+                break
+            self._since += len(_encoder.encode(record))
+
+    @property
+    def records(self) -> list[SessionRecord]:
+        """Every whole record of the log, in order."""
+        return self.conversation.records
 
     @property
     def log_path(self) -> Path:
         """`0.jsonl`."""
         return self.directory / proto.LOG_FILE
 
+    @property
+    def baseline_path(self) -> Path:
+        """`0.baseline.json`."""
+        return self.directory / proto.BASELINE_FILE
+
     def taint(self) -> Label:
         """The session's label so far (what brokerd decides a call's taint by)."""
         return self.label
 
+    def unanswered(self) -> list[ToolCall]:
+        """Every tool call of the log that no result answers, in order."""
+        return self.conversation.unanswered()
+
+    def estimated_tokens(self, extra_chars: int = 0) -> int:
+        """The server's last count plus an estimate for what came after it (and `extra_chars`)."""
+        since = self._since + extra_chars
+        if self._counted_at < 0:
+            since += len(self.baseline.system) + len(_encoder.encode(self.baseline.tools))
+        return self._counted + since // CHARS_PER_TOKEN
+
+    def as_left(self) -> bool:
+        """Whether the files are as this session left them (blocking: two `stat` calls)."""
+        return self.files is not None and self.files == (
+            _stat(self.baseline_path),
+            _stat(self.log_path),
+        )
+
     def append(self, record: SessionRecord) -> None:
-        """Append one record as one whole line, fsynced, and keep it in `records`."""
-        proto.append_line(self.log_path, _encoder.encode(record))
-        self.records.append(record)
+        """Append one record as one whole line, fsynced, and keep it (blocking).
+
+        If the log was not as this session left it (another writer), or the line may not
+        have been written whole, the session forgets what it knew of its files, so that
+        it is read again before its next turn.
+        """
+        line = _encoder.encode(record)
+        before, self.files = self.files, None
+        written = proto.append_line(self.log_path, line)
+        expected = None
+        if before is not None and before[1] is not None:
+            dev, inode, size, _ = before[1]
+            expected = (dev, inode, size + bool(self._torn) + len(line) + 1)
+        if self._torn:
+            self._end_torn_line()
+        self._keep(record, len(line))
+        if expected == (written.st_dev, written.st_ino, written.st_size):
+            assert before is not None
+            self.files = (before[0], _state(written))
+
+    def _end_torn_line(self) -> None:
+        """The fragment the append has just ended is now a line of the log: count it."""
+        fragment, self._torn = self._torn, b""
+        try:
+            record = SESSION_LOG.decode(fragment)
+        except ValueError:
+            self.label = self.label.join(proto.damaged_label(fragment))
+            return
+        self._keep(record, len(_encoder.encode(record)))  # a whole record, its newline cut
+
+    def _keep(self, record: SessionRecord, size: int) -> None:
+        self.conversation.add(record)
         if isinstance(record, ToolResultRecord):
             self.label = self.label.join(record.label)
+        if isinstance(record, AssistantRecord) and record.tokens is not None:
+            self._counted, self._counted_at, self._since = record.tokens, len(self.records) - 1, 0
+        else:
+            self._since += size
 
 
 class SessionStore:
-    """`{home}/sessions`: creating and loading sessions, never trusting an id."""
+    """`{home}/sessions`: creating and loading sessions, never trusting an id.
 
-    def __init__(self, root: Path) -> None:
+    `open` keeps the sessions it gives out (the last `KEPT_SESSIONS`), for the turns
+    that follow; `load` always reads.
+    """
+
+    def __init__(self, root: Path, *, null_content: bool = False) -> None:
         self.root = root
+        self.null_content = null_content
+        self._kept: collections.OrderedDict[str, Session] = collections.OrderedDict()
 
     def directory(self, session: str) -> Path:
         """The directory of a valid session id (anything else is refused first)."""
@@ -97,16 +223,62 @@ class SessionStore:
         os.close(fd)
         proto.fsync_dir(directory)
         proto.fsync_dir(self.root)
-        return Session(session, directory, baseline, [])
+        created = Session(
+            session,
+            directory,
+            baseline,
+            null_content=self.null_content,
+            files=(_stat(directory / proto.BASELINE_FILE), _stat(log_path)),
+        )
+        self._keep(created)
+        return created
 
     def load(self, session: str) -> Session:
         """Read a session's baseline and every whole record of its log."""
         directory = self.directory(session)
+        # Seen before reading: whatever is written meanwhile makes them differ next time.
+        files = (_stat(directory / proto.BASELINE_FILE), _stat(directory / proto.LOG_FILE))
         baseline = proto.read_baseline(directory)
-        read = proto.SESSION_LOG.read(directory / proto.LOG_FILE)
+        read = SESSION_LOG.read(directory / proto.LOG_FILE)
         if problems := read.problems():
             log.warning("%s (they are kept, and left out of the conversation)", problems)
-        return Session(session, directory, baseline, read.records, proto.session_label(read))
+        torn = b""
+        if read.torn:
+            with open(read.path, "rb") as f:
+                f.seek(read.end)
+                torn = f.read(SESSION_LOG.max_line_bytes)
+        return Session(
+            session,
+            directory,
+            baseline,
+            read.records,
+            proto.session_label(read),
+            null_content=self.null_content,
+            files=files,
+            torn=torn,
+        )
+
+    def kept(self, session: str) -> Session | None:
+        """The session as `open` gave it out last, if its files are still as it left them.
+
+        Blocking, but only two `stat` calls.
+        """
+        found = self._kept.get(session)
+        if found is None or not found.as_left():
+            return None
+        self._kept.move_to_end(session)
+        return found
+
+    def open(self, session: str) -> Session:
+        """The kept session if its files are as it left them, else the session read anew."""
+        return self.kept(session) or self._keep(self.load(session))
+
+    def _keep(self, session: Session) -> Session:
+        self._kept[session.id] = session
+        self._kept.move_to_end(session.id)
+        while len(self._kept) > KEPT_SESSIONS:
+            self._kept.popitem(last=False)
+        return session
 
     def list(self) -> list[str]:
         """Every session id with a baseline, sorted."""

@@ -38,7 +38,7 @@ from proto import (
 )
 
 from ._config import ModelSection
-from ._history import pair, unanswered
+from ._history import messages
 from ._model import ContextExceeded, ModelClient, ModelError
 from ._sessions import Session
 from ._tools import CORE_TOOL_NAMES, REGISTRY, find_tools
@@ -51,7 +51,6 @@ Emit = Callable[[TurnEvent], Awaitable[None]]
 _encoder = msgspec.json.Encoder()
 _LOCAL = Label(class_=Class.public, untrusted=False)
 SESSION_UPDATED_DEADLINE_S = 5.0
-CHARS_PER_TOKEN = 3  # a cautious estimate where the server has not counted yet
 
 
 class TurnError(proto.ServiceError):
@@ -84,49 +83,14 @@ def build_messages(session: Session, *, null_content: bool) -> list[dict[str, An
     """The baseline's system prompt and every record as chat messages.
 
     In the log's order, but for each assistant message's tool results, which follow it
-    at once (`_history.pair`): a strict server refuses anything else.
+    at once (`_history.pair`): a strict server refuses anything else. What a turn sends is
+    these, encoded as the session kept them (`Conversation.body`).
     """
-    messages: list[dict[str, Any]] = [{"role": "system", "content": session.baseline.system}]
-    for record in pair(session.records):
-        if isinstance(record, UserRecord):
-            messages.append({"role": "user", "content": record.content})
-        elif isinstance(record, AssistantRecord):
-            content = record.content
-            if content is None and not null_content:
-                content = ""
-            message: dict[str, Any] = {"role": "assistant", "content": content}
-            if record.tool_calls:
-                message["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    }
-                    for call in record.tool_calls
-                ]
-            messages.append(message)
-        else:
-            messages.append(
-                {"role": "tool", "tool_call_id": record.call_id, "content": record.content}
-            )
-    return messages
-
-
-def _estimated_tokens(session: Session, extra_chars: int) -> int:
-    """The server's last count plus an estimate for what came after it."""
-    known, since = 0, extra_chars
-    for record in reversed(session.records):
-        if isinstance(record, AssistantRecord) and record.tokens is not None:
-            known = record.tokens
-            break
-        since += len(_encoder.encode(record))
-    else:
-        since += len(session.baseline.system) + len(_encoder.encode(session.baseline.tools))
-    return known + since // CHARS_PER_TOKEN
+    return messages(session.baseline.system, session.records, null_content=null_content)
 
 
 def _check_room(session: Session, ctx: TurnContext, extra_chars: int = 0) -> None:
-    needed = _estimated_tokens(session, extra_chars) + ctx.settings.max_tokens
+    needed = session.estimated_tokens(extra_chars) + ctx.settings.max_tokens
     if needed > ctx.model.context_tokens:
         raise SessionFull
 
@@ -147,7 +111,7 @@ async def answer_unanswered(session: Session, ctx: TurnContext) -> int:
 
     What became of the call is asked of brokerd, whose audit knows whether it ran.
     """
-    calls = unanswered(session.records)
+    calls = session.unanswered()
     for call in calls:
         fate = await call_fate(ctx.broker_socket, session.id, call.id)
         await _append(session, _interrupted(call, fate))
@@ -220,7 +184,7 @@ async def run_turn(
         return await _steps(session, ctx, emit)
     except trio.Cancelled:
         with trio.CancelScope(shield=True), trio.move_on_after(RECORD_DEADLINE_S):
-            for call in unanswered(session.records):
+            for call in session.unanswered():
                 await _append(session, _interrupted(call, "it may have run"))
         raise
 
@@ -235,9 +199,9 @@ async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
 
     for _ in range(ctx.settings.max_steps):
         _check_room(session, ctx)
-        messages = build_messages(session, null_content=ctx.settings.null_content)
+        body = session.conversation.body(ctx.model.head(session.baseline.tools))
         try:
-            reply = await ctx.model.complete(messages, session.baseline.tools, on_text)
+            reply = await ctx.model.send(body, on_text)
         except ContextExceeded as exc:
             log.warning("session %s is full: %s", session.id, exc)
             raise SessionFull from None
@@ -285,12 +249,11 @@ def _new_ids(session: Session, calls: list[ToolCall]) -> list[ToolCall]:
     Models reuse ids such as `call_0` from turn to turn; in a session an id names one call,
     so brokerd's audit can say what became of it (`call_state`) after a crash.
     """
-    used = {c.id for r in session.records if isinstance(r, AssistantRecord) for c in r.tool_calls}
-    fresh = []
+    used = session.conversation.call_ids
+    fresh: list[ToolCall] = []
     for call in calls:
-        if call.id in used:
+        if call.id in used or any(call.id == other.id for other in fresh):
             call = msgspec.structs.replace(call, id=f"call-{secrets.token_hex(8)}")
-        used.add(call.id)
         fresh.append(call)
     return fresh
 

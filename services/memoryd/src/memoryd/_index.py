@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -51,7 +51,7 @@ from ._store import (
     verify,
 )
 
-__all__ = ["READERS", "Index", "IndexDamaged", "IndexUnavailable", "Rebuilt"]
+__all__ = ["READERS", "Index", "IndexDamaged", "IndexUnavailable", "Rebuilt", "Search"]
 
 log = logging.getLogger("memoryd.index")
 
@@ -304,20 +304,36 @@ class Index:
 
     # -- searching ---------------------------------------------------------------------
 
-    async def search(self, query: str, k: int) -> Search:
-        """The k best hits for `query` (spec §5); none when it has no terms."""
+    async def search(
+        self, query: str, k: int, *, then: Callable[[Search], None] | None = None
+    ) -> Search:
+        """The k best hits for `query` (spec §5); none when it has no terms.
+
+        `then`, if given, is called with the answer in the worker thread that searched
+        (blocking work that must follow the search, such as the recall log's line, costs
+        no second trip to a thread).
+        """
         terms = query_terms(query)
         if not terms:
-            return Search([], Ranking([], "no terms", exact=True))
+            nothing = Search([], Ranking([], "no terms", exact=True))
+            if then is not None:
+                await trio.to_thread.run_sync(then, nothing)
+            return nothing
         if not self.ready.is_set():
             raise IndexUnavailable("the recall index is being built; try again in a minute")
         async with self._reading() as conn:
-            found, stale = await trio.to_thread.run_sync(self._search, conn, terms, k)
+            found, stale = await trio.to_thread.run_sync(self._search, conn, terms, k, then)
         if stale:
             self._rescan.set()
         return found
 
-    def _search(self, conn: Connection, terms: list[str], k: int) -> tuple[Search, bool]:
+    def _search(
+        self,
+        conn: Connection,
+        terms: list[str],
+        k: int,
+        then: Callable[[Search], None] | None = None,
+    ) -> tuple[Search, bool]:
         try:
             conn.execute("BEGIN")
             try:
@@ -329,7 +345,10 @@ class Index:
             log.error("searching %s failed: %s (runbook: %s)", self.path, exc, RUNBOOK)
             raise IndexDamaged(f"the recall index cannot be read: {exc}") from exc
         stale = ranking.indexed >= OPTIMISE_FROM_ROWS and self.vocabulary.stale(ranking.indexed)
-        return Search(found, ranking), stale
+        search = Search(found, ranking)
+        if then is not None:
+            then(search)
+        return search, stale
 
     # -- rebuilding --------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from ._block import memory_block
 from ._config import Settings
 from ._edits import EditApplier, read_history
 from ._files import MemoryDir, MemoryUnavailable, ensure_private_dir
-from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable
+from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable, Search
 from ._recall import label_of, recall_record, render
 from ._store import Sources
 
@@ -144,18 +144,22 @@ class Memoryd:
             args = proto.parse_recall_args(request.call.arguments)
         except proto.ToolArgsError as exc:
             return ToolResponse(call_id=call_id, status="error", content=str(exc))
+
+        def log_recall(search: Search) -> None:  # in the thread that searched
+            now = proto.utc_now()
+            record = recall_record(now, request.session, args.query, args.k, search.found)
+            try:
+                self._log_recall(record, now)
+            except OSError as exc:
+                log.error("recall by call %s is not in the recall log: %s", call_id, exc)
+
         try:
-            search = await self.index.search(args.query, args.k)
+            search = await self.index.search(args.query, args.k, then=log_recall)
         except IndexDamaged as exc:
             return ToolResponse(
                 call_id=call_id, status="error", content=f"{exc} (runbook: {RUNBOOK})"
             )
-        found, now = search.found, proto.utc_now()
-        record = recall_record(now, request.session, args.query, args.k, found)
-        try:
-            await trio.to_thread.run_sync(self._log_recall, record, now)
-        except OSError as exc:
-            log.error("recall by call %s is not in the recall log: %s", call_id, exc)
+        found = search.found
         content = render(args.query, found, search.ranking.marked)
         return ToolResponse(call_id=call_id, status="ok", content=content, label=label_of(found))
 
