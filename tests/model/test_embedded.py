@@ -128,6 +128,38 @@ async def test_an_sse_stream_is_parsed_to_the_end(model_url: str) -> None:
     assert len(deltas) > 1  # it really streamed
 
 
+async def test_a_request_waits_for_an_answer_that_streams(model_url: str) -> None:
+    # llama-cpp-python's default cuts a streaming answer off for any other request, even
+    # a `GET /v1/models` (a second session, a probe); the embedded server makes it wait.
+    body = {
+        "model": "smollm2",
+        "temperature": 0,
+        "max_tokens": 48,
+        "min_tokens": 48,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Count from one to fifty."}],
+    }
+    finish: list[str] = []
+    probed: list[int] = []
+    async with httpx.AsyncClient(timeout=CAP_S) as http, trio.open_nursery() as nursery:
+
+        async def probe() -> None:
+            probed.append((await http.get(f"{model_url}/models")).status_code)
+
+        with trio.fail_after(CAP_S):
+            async with http.stream("POST", f"{model_url}/chat/completions", json=body) as answer:
+                async for line in answer.aiter_lines():
+                    if not line.startswith("data: {"):
+                        continue
+                    if not probed and not nursery.child_tasks:
+                        nursery.start_soon(probe)  # while the answer streams
+                    for choice in json.loads(line[6:])["choices"]:
+                        if choice.get("finish_reason"):
+                            finish.append(choice["finish_reason"])
+    assert finish == ["length"]  # the whole answer, not cut off
+    assert probed == [200]
+
+
 def _count(home: Path) -> dict[str, object]:
     done = subprocess.run(
         [sys.executable, "-m", "bxctl", "baseline", "--count", "--json", "--home", str(home)],

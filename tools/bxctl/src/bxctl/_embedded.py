@@ -84,7 +84,9 @@ def server_command(gguf: Path, port: int, context_tokens: int = 8192) -> list[st
     """llama-cpp-python's OpenAI-compatible server on one thread, tool calls enabled.
 
     Its context is loopd's (`[model] context_tokens`): one context size, so a session is
-    full when loopd says so, never refused by the server first.
+    full when loopd says so, never refused by the server first. A request that arrives
+    while an answer streams waits for it (`interrupt_requests` off): by default the server
+    cuts the streaming answer off mid-body for any request, even a `GET /v1/models`.
     """
     return [
         sys.executable,
@@ -102,6 +104,8 @@ def server_command(gguf: Path, port: int, context_tokens: int = 8192) -> list[st
         str(context_tokens),
         "--chat_format",
         "chatml-function-calling",
+        "--interrupt_requests",
+        "false",
     ]
 
 
