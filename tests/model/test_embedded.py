@@ -3,6 +3,8 @@ SmolLM2 on one thread, temperature 0. Not in the gate: it needs the `model` grou
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import importlib.util
 import json
 import os
@@ -126,6 +128,19 @@ async def test_an_sse_stream_is_parsed_to_the_end(model_url: str) -> None:
     assert reply.content
     assert "".join(deltas) == reply.content
     assert len(deltas) > 1  # it really streamed
+
+
+def test_the_server_reads_the_embedded_settings_as_meant() -> None:
+    # Parsed by the server's own command line (a flag it misread would change nothing).
+    cli = importlib.import_module("llama_cpp.server.cli")
+    settings = importlib.import_module("llama_cpp.server.settings")
+    parser = argparse.ArgumentParser()
+    cli.add_args_from_model(parser, settings.Settings)
+    args = parser.parse_args(server_command(Path("smollm2.gguf"), 8080, 4096)[3:])
+    model = cli.parse_model_from_args(settings.ModelSettings, args)
+    server = cli.parse_model_from_args(settings.ServerSettings, args)
+    assert (model.n_threads, model.n_threads_batch, model.n_ctx) == (1, 1, 4096)
+    assert server.interrupt_requests is False
 
 
 async def test_a_request_waits_for_an_answer_that_streams(model_url: str) -> None:

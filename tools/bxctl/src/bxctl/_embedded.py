@@ -83,6 +83,9 @@ def free_port() -> int:
 def server_command(gguf: Path, port: int, context_tokens: int = 8192) -> list[str]:
     """llama-cpp-python's OpenAI-compatible server on one thread, tool calls enabled.
 
+    One thread for reading the prompt too (`n_threads_batch`, whose default is every
+    core): on a machine doing other work, two threads waiting on each other made a turn's
+    few new tokens take anything from 0.2 s to 8 s (docs/decisions.md, issue 16).
     Its context is loopd's (`[model] context_tokens`): one context size, so a session is
     full when loopd says so, never refused by the server first. A request that arrives
     while an answer streams waits for it (`interrupt_requests` off): by default the server
@@ -99,6 +102,8 @@ def server_command(gguf: Path, port: int, context_tokens: int = 8192) -> list[st
         "--port",
         str(port),
         "--n_threads",
+        "1",
+        "--n_threads_batch",
         "1",
         "--n_ctx",
         str(context_tokens),
