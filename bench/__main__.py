@@ -5,7 +5,12 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = {"sockets": "bench.sockets", "index": "bench.index", "cli": "bench.cli"}
+BENCHES = {
+    "sockets": "bench.sockets",
+    "index": "bench.index",
+    "cli": "bench.cli",
+    "cache": "bench.cache",
+}
 
 
 def main(argv: list[str]) -> int:

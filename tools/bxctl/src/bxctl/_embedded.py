@@ -10,6 +10,7 @@ It is a demo: tiny, fast on one core, and poor at choosing tools.
 from __future__ import annotations
 
 import importlib.util
+import re
 import socket
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ __all__ = [
     "embedded_configured",
     "find_gguf",
     "free_port",
+    "prompt_counts",
     "server_command",
     "worth_showing",
 ]
@@ -121,3 +123,26 @@ def worth_showing(line: str) -> bool:
     detail are not (they stay in the tail bxctl reports if the server dies).
     """
     return line.startswith(("INFO:", "WARNING:", "ERROR:")) or "error" in line.lower()
+
+
+_PREFIX_HIT = re.compile(rb"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt")
+_PROMPT_EVAL = re.compile(rb"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+
+
+def prompt_counts(log: bytes) -> list[tuple[int, int]]:
+    """(tokens reused from the server's cache, tokens evaluated) of each completion in its log.
+
+    llama-cpp-python (verbose, its default) logs a prefix-match line with both counts when
+    it keeps part of what its context holds; llama.cpp logs one `prompt eval` line per
+    completion, whose count is the whole prompt when nothing was kept (and is not always
+    right otherwise). Used by `just bench cache` and the model tests.
+    """
+    found: list[tuple[int, int]] = []
+    kept: tuple[int, int] | None = None
+    for line in log.splitlines():
+        if hit := _PREFIX_HIT.search(line):
+            kept = (int(hit.group(1)), int(hit.group(2)))
+        elif evaluated := _PROMPT_EVAL.search(line):
+            found.append(kept or (0, int(evaluated.group(1))))
+            kept = None
+    return found
