@@ -511,8 +511,8 @@ async def measure(directory: Path, repeats: int, max_tokens: int, extra: Sequenc
     """Run the sessions, then the cold requests, and print the table."""
     load_before = _load()
     print(
-        f"cache: {repeats} sessions of {max(TURNS)} turns through the roles, then each "
-        f"turn's request alone on a fresh server (load {load_before}) …",
+        f"cache: {repeats} sessions of {max(TURNS)} turns through the roles, then turns "
+        f"{', '.join(map(str, TURNS))} of each cold, on a fresh server (load {load_before}) …",
         file=sys.stderr,
     )
     sessions = await run_sessions(directory, repeats, max_tokens, extra)
@@ -566,10 +566,10 @@ async def measure(directory: Path, repeats: int, max_tokens: int, extra: Sequenc
             verdict = f"target: turn {k} warm ≤ {TARGET_RATIO}x cold: {holds} ({ratio:.2f}x)"
     print(verdict)
     print(
-        "prompt: the request's tokens; evaluated: those the warm server had to compute "
-        "(the rest were reused from its cache); cold: the same body on a fresh server; "
-        "block edited: that body with memory.md's block re-rendered after one added entry, "
-        "sent after it (what an unfrozen block would cost after every edit)"
+        "prompt: the request's tokens; evaluated: those the warm server computed (the rest\n"
+        "came from its cache); cold: the same body on a fresh server, after a request as long\n"
+        "that shares none of it; block edited: that body with memory.md's block re-rendered\n"
+        "after one added entry, sent next (what an unfrozen block would cost after an edit)"
     )
 
 
