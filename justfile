@@ -48,7 +48,8 @@ check-model *args:
 chaos *args:
     uv run python tests/chaos.py {{ args }}
 
-# benchmarks (not in the gate): `just bench sockets`
+# benchmarks (not in the gate): `just bench sockets`. With the model group, which
+# `just bench cache` needs (the embedded model); the other benchmarks do not import it.
 [group("bench")]
 bench *args:
-    uv run python -m bench {{ args }}
+    uv run --group model python -m bench {{ args }}

@@ -10,6 +10,7 @@ BENCHES = {
     "index": "bench.index",
     "cli": "bench.cli",
     "turn": "bench.turn",
+    "cache": "bench.cache",
 }
 
 

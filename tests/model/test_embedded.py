@@ -3,6 +3,8 @@ SmolLM2 on one thread, temperature 0. Not in the gate: it needs the `model` grou
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import importlib.util
 import json
 import os
@@ -10,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -20,7 +23,7 @@ from stack import Stack, running_stack
 
 import entries
 import proto
-from bxctl._embedded import find_gguf, free_port, server_command
+from bxctl._embedded import find_gguf, free_port, prompt_counts, server_command
 from loopd._config import ModelSection
 from loopd._model import ModelClient
 from loopd._tools import tool_schemas
@@ -28,16 +31,26 @@ from loopd._tools import tool_schemas
 pytestmark = pytest.mark.model
 
 CAP_S = 300
+CONFIG = Path(__file__).parents[2] / "config"
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    log: Path
+    """The server's output: llama-cpp-python's own lines and llama.cpp's."""
 
 
 @pytest.fixture(scope="module")
-def model_url() -> Iterator[str]:
+def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.fail("llama-cpp-python is not installed: run `just check-model`")
     port = free_port()
-    server = subprocess.Popen(
-        server_command(find_gguf(), port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    log = tmp_path_factory.mktemp("model") / "server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            server_command(find_gguf(), port), stdout=out, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 120
@@ -50,10 +63,15 @@ def model_url() -> Iterator[str]:
             assert server.poll() is None, "the model server exited"
             assert time.monotonic() < deadline, "the model server did not start"
             time.sleep(0.2)
-        yield url
+        yield Served(url, log)
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def model_url(model_server: Served) -> str:
+    return model_server.url
 
 
 @pytest.fixture
@@ -126,6 +144,91 @@ async def test_an_sse_stream_is_parsed_to_the_end(model_url: str) -> None:
     assert reply.content
     assert "".join(deltas) == reply.content
     assert len(deltas) > 1  # it really streamed
+
+
+async def test_a_request_that_extends_the_last_reuses_its_prompt(model_server: Served) -> None:
+    # The frozen block's payoff, without timing: the next turn's request starts with the
+    # last one's prompt and answer, and the server evaluates only what is new (its log).
+    system = "\n\n".join(
+        [
+            (CONFIG / "system.md").read_text().strip(),
+            entries.render_block(
+                soul=(CONFIG / "soul.md").read_text(),
+                memory=fill_entries(800, "memory"),
+                user=fill_entries(400, "user"),
+            ),
+        ]
+    )
+    client = ModelClient(
+        ModelSection(url=model_server.url, stream=True, max_tokens=30, temperature=0)
+    )
+
+    async def on_text(delta: str) -> None:
+        pass
+
+    seen = model_server.log.stat().st_size
+    messages: list[dict[str, object]] = [{"role": "system", "content": system}]
+    try:
+        for text in ("When is the standup?", "Who is the accountant?"):
+            messages.append({"role": "user", "content": text})
+            with trio.fail_after(CAP_S):
+                reply = await client.complete(messages, [], on_text)
+            messages.append({"role": "assistant", "content": reply.content or ""})
+    finally:
+        await client.aclose()
+    with model_server.log.open("rb") as log:
+        log.seek(seen)
+        (reused_1, evaluated_1), (reused_2, evaluated_2) = prompt_counts(log.read())
+    first_prompt = reused_1 + evaluated_1
+    assert first_prompt > 300
+    assert reused_2 >= first_prompt  # the whole first prompt, from the cache
+    assert evaluated_2 < first_prompt / 4  # the new message (and the answer, re-read)
+    print(f"\nturn 2 reused {reused_2:,} tokens and evaluated {evaluated_2}")
+
+
+def test_the_server_reads_the_embedded_settings_as_meant() -> None:
+    # Parsed by the server's own command line (a flag it misread would change nothing).
+    cli = importlib.import_module("llama_cpp.server.cli")
+    settings = importlib.import_module("llama_cpp.server.settings")
+    parser = argparse.ArgumentParser()
+    cli.add_args_from_model(parser, settings.Settings)
+    args = parser.parse_args(server_command(Path("smollm2.gguf"), 8080, 4096)[3:])
+    model = cli.parse_model_from_args(settings.ModelSettings, args)
+    server = cli.parse_model_from_args(settings.ServerSettings, args)
+    assert (model.n_threads, model.n_threads_batch, model.n_ctx) == (1, 1, 4096)
+    assert server.interrupt_requests is False
+
+
+async def test_a_request_waits_for_an_answer_that_streams(model_url: str) -> None:
+    # llama-cpp-python's default cuts a streaming answer off for any other request, even
+    # a `GET /v1/models` (a second session, a probe); the embedded server makes it wait.
+    body = {
+        "model": "smollm2",
+        "temperature": 0,
+        "max_tokens": 48,
+        "min_tokens": 48,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Count from one to fifty."}],
+    }
+    finish: list[str] = []
+    probed: list[int] = []
+    async with httpx.AsyncClient(timeout=CAP_S) as http, trio.open_nursery() as nursery:
+
+        async def probe() -> None:
+            probed.append((await http.get(f"{model_url}/models")).status_code)
+
+        with trio.fail_after(CAP_S):
+            async with http.stream("POST", f"{model_url}/chat/completions", json=body) as answer:
+                async for line in answer.aiter_lines():
+                    if not line.startswith("data: {"):
+                        continue
+                    if not probed and not nursery.child_tasks:
+                        nursery.start_soon(probe)  # while the answer streams
+                    for choice in json.loads(line[6:])["choices"]:
+                        if choice.get("finish_reason"):
+                            finish.append(choice["finish_reason"])
+    assert finish == ["length"]  # the whole answer, not cut off
+    assert probed == [200]
 
 
 def _count(home: Path) -> dict[str, object]:

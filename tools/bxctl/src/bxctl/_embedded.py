@@ -10,6 +10,7 @@ It is a demo: tiny, fast on one core, and poor at choosing tools.
 from __future__ import annotations
 
 import importlib.util
+import re
 import socket
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ __all__ = [
     "embedded_configured",
     "find_gguf",
     "free_port",
+    "prompt_counts",
     "server_command",
     "worth_showing",
 ]
@@ -83,8 +85,13 @@ def free_port() -> int:
 def server_command(gguf: Path, port: int, context_tokens: int = 8192) -> list[str]:
     """llama-cpp-python's OpenAI-compatible server on one thread, tool calls enabled.
 
+    One thread for reading the prompt too (`n_threads_batch`, whose default is every
+    core): on a machine doing other work, two threads waiting on each other made a turn's
+    few new tokens take anything from 0.2 s to 8 s (docs/decisions.md, issue 16).
     Its context is loopd's (`[model] context_tokens`): one context size, so a session is
-    full when loopd says so, never refused by the server first.
+    full when loopd says so, never refused by the server first. A request that arrives
+    while an answer streams waits for it (`interrupt_requests` off): by default the server
+    cuts the streaming answer off mid-body for any request, even a `GET /v1/models`.
     """
     return [
         sys.executable,
@@ -98,10 +105,14 @@ def server_command(gguf: Path, port: int, context_tokens: int = 8192) -> list[st
         str(port),
         "--n_threads",
         "1",
+        "--n_threads_batch",
+        "1",
         "--n_ctx",
         str(context_tokens),
         "--chat_format",
         "chatml-function-calling",
+        "--interrupt_requests",
+        "false",
     ]
 
 
@@ -112,3 +123,26 @@ def worth_showing(line: str) -> bool:
     detail are not (they stay in the tail bxctl reports if the server dies).
     """
     return line.startswith(("INFO:", "WARNING:", "ERROR:")) or "error" in line.lower()
+
+
+_PREFIX_HIT = re.compile(rb"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt")
+_PROMPT_EVAL = re.compile(rb"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+
+
+def prompt_counts(log: bytes) -> list[tuple[int, int]]:
+    """(tokens reused from the server's cache, tokens evaluated) of each completion in its log.
+
+    llama-cpp-python (verbose, its default) logs a prefix-match line with both counts when
+    it keeps part of what its context holds; llama.cpp logs one `prompt eval` line per
+    completion, whose count is the whole prompt when nothing was kept (and is not always
+    right otherwise). Used by `just bench cache` and the model tests.
+    """
+    found: list[tuple[int, int]] = []
+    kept: tuple[int, int] | None = None
+    for line in log.splitlines():
+        if hit := _PREFIX_HIT.search(line):
+            kept = (int(hit.group(1)), int(hit.group(2)))
+        elif evaluated := _PROMPT_EVAL.search(line):
+            found.append(kept or (0, int(evaluated.group(1))))
+            kept = None
+    return found
