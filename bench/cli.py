@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench._up import bxctl_up
 
 TARGETS_MS = {"--help": 300, "memory show": 400, "recall": 400, "approvals list": 400}
 COMMANDS = {
@@ -55,16 +56,7 @@ def main(argv: list[str]) -> None:
             capture_output=True,
             check=True,
         )
-        up = subprocess.Popen(
-            [*bxctl, "up"], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
-        )
-        assert up.stderr is not None
-        try:
-            for line in up.stderr:
-                if "boxmaker is up" in line:
-                    break
-            else:
-                raise SystemExit("bxctl up did not start")
+        with bxctl_up(bxctl, env):
             bare = _time([sys.executable, "-c", "pass"], env, args.runs)
             print(
                 f"bxctl, {args.runs} runs each, as whole processes (load {os.getloadavg()[0]:.2f})"
@@ -81,7 +73,3 @@ def main(argv: list[str]) -> None:
                 if target is not None:
                     verdict = f"  target ≤ {target} ms: {'holds' if median <= target else 'MISSED'}"
                 print(f"  {name:<16} median {median:6.0f} ms  max {max(times):6.0f} ms{verdict}")
-        finally:
-            up.send_signal(signal.SIGINT)
-            up.wait(timeout=120)
-            up.stderr.close()

@@ -47,7 +47,6 @@ import multiprocessing
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -64,6 +63,7 @@ import trio
 
 import proto
 from bench import corpus
+from bench._up import bxctl_up
 from bench.sockets import _bare_call, _serve
 from loopd._sessions import Session, SessionStore
 from proto import AssistantRecord, Label, Say, ToolCall, ToolRequest, ToolResponse, UserRecord
@@ -295,21 +295,8 @@ def running_boxmaker(home: Path, model_url: str) -> Iterator[dict[str, int]]:
     loopd.write_text(
         loopd.read_text().replace("context_tokens = 8192", "context_tokens = 1000000000")
     )
-    up = subprocess.Popen(
-        [*bxctl, "up"], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
-    )
-    assert up.stderr is not None
-    try:
-        for line in up.stderr:
-            if "boxmaker is up" in line:
-                break
-        else:
-            raise SystemExit("bxctl up did not start")
-        threading.Thread(target=up.stderr.read, daemon=True).start()  # keep the pipe drained
+    with bxctl_up(bxctl, env) as up:
         yield role_pids(up.pid)
-    finally:
-        up.send_signal(signal.SIGINT)
-        up.wait(timeout=120)
 
 
 # -- measuring -----------------------------------------------------------------------------
