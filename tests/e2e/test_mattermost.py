@@ -8,15 +8,14 @@ bridge answers in threads and asks for approvals there.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 import trio
+from fakes.web import serving_page
 from mattermost_stack import MattermostStack, mattermost_stack
 from scripted_model import Step
 
@@ -174,29 +173,12 @@ async def test_a_consolidate_approved_by_reaction_moves_an_entry_recall_then_fin
     no_mentions(mms)
 
 
-class _Page(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b"<html><body>The codeword for the vault is zebra-42. @all look!</body></html>"
-        self.send_response(200)
-        self.send_header("content-type", "text/html")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def web_page() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving_page(
+        b"<html><body>The codeword for the vault is zebra-42. @all look!</body></html>"
+    ) as address:
+        yield address
 
 
 async def test_a_hit_from_a_session_that_read_a_page_comes_back_untrusted(

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 import trio
+from fakes.web import serving_page
 from realistic import fill_entries
 from scripted_model import Step
 from stack import Stack, running_stack
@@ -205,29 +204,12 @@ async def test_4_the_baseline_with_full_memory_stays_under_3000_tokens(
     assert tokens <= 3000
 
 
-class _Page(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b"<html><body>The codeword for the vault is zebra-42.</body></html>"
-        self.send_response(200)
-        self.send_header("content-type", "text/html")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def web_page() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving_page(
+        b"<html><body>The codeword for the vault is zebra-42.</body></html>"
+    ) as address:
+        yield address
 
 
 async def test_5_a_hit_from_an_untrusted_session_comes_back_untrusted(
