@@ -258,3 +258,24 @@ async def test_a_refused_call_says_its_status_once_and_a_broken_turn_says_what_t
     assert said.startswith("the connection to loopd broke during the turn")
     assert f"bxctl sessions show {SESSION} --home {short_dir}" in said
     assert "Error" not in said  # no exception class names
+
+
+async def test_a_turn_whose_loopd_was_killed_between_frames_says_what_to_do(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a SIGKILLed loopd: the kernel closes its socket, the client reads a clean end
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        if isinstance(request, proto.SessionOpen):
+            return SessionOpened(session=SESSION, created=True)
+        if isinstance(request, proto.BaselinePreview):
+            raise proto.ServiceError("internal", "no preview here")
+        await conn.send(proto.AssistantText(text="Once upon"))
+        await conn._stream.aclose()
+        return TurnDone(text="never sent")
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    assert await run("chat", "-m", "hi", "--home", str(short_dir)) == 1
+    said = capsys.readouterr().out
+    assert "Once upon" in said
+    assert "error: the connection to loopd broke during the turn" in said
+    assert f"bxctl sessions show {SESSION} --home {short_dir}" in said

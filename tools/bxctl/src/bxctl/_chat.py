@@ -259,16 +259,22 @@ async def _turn(
         # a reset or a torn frame: loopd stopped or restarted mid-turn (its own words, if
         # it sent any, are in `exc`; a bare reset has none worth showing)
         said = str(exc) if isinstance(exc, proto.ProtocolError) and str(exc) else ""
-        raise CommandError(
-            "the connection to loopd broke during the turn (loopd stopped or restarted"
-            + (f": {inline(said)}" if said else "")
-            + f"); `{bxctl('sessions show ' + session)}` shows what the turn did, and the "
-            "next message goes on from there"
-        ) from None
+        raise CommandError(_broken_turn(session, said)) from None
     finally:
         out.spinner.stop()
-    out.line("error: loopd closed the turn without an answer")
+    # the connection ended cleanly between frames: loopd was killed or stopped mid-turn
+    out.line(f"error: {_broken_turn(session, '')}")
     return False
+
+
+def _broken_turn(session: str, said: str) -> str:
+    """The turn's connection ended without its answer: what happened, what to do."""
+    return (
+        "the connection to loopd broke during the turn (loopd stopped or restarted"
+        + (f": {inline(said)}" if said else "")
+        + f"); `{bxctl('sessions show ' + session)}` shows what the turn did, and the "
+        "next message goes on from there"
+    )
 
 
 async def _show_event(
