@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -300,3 +301,58 @@ def test_bxctl_up_runs_the_embedded_model(short_dir: Path) -> None:
         if up.stderr:
             up.stderr.close()
     assert up.returncode == 0
+
+
+def test_the_prompt_holds_the_messages_as_they_were_said() -> None:
+    # llama-cpp-python's tool-calling ChatML template HTML-escapes what it renders: the
+    # model read `I&#39;m` and wrote it back. The embedded server's format writes the bytes.
+    model_server = importlib.import_module("bxctl._model_server")
+    formats = importlib.import_module("llama_cpp.llama_chat_format")
+    model_server.register()
+    said = 'I\'m <b>bold</b> & "quoted"'
+    arguments = '{"query": "Heron\'s <launch> & more"}'
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You help. Use <tags> & 'quotes'."},
+        {"role": "user", "content": said},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_0",
+                    "type": "function",
+                    "function": {"name": "recall", "arguments": arguments},
+                }
+            ],
+        },
+        {"role": "assistant", "content": "It's < 3 & > 1."},
+        {"role": "user", "content": said},
+    ]
+    prompts: list[str] = []
+
+    class Recording:
+        def create_completion(self, prompt: str, **_: object) -> dict[str, object]:
+            prompts.append(prompt)
+            return {
+                "id": "cmpl-0",
+                "object": "text_completion",
+                "created": 0,
+                "model": "smollm2",
+                "choices": [{"text": "ok", "index": 0, "logprobs": None, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+
+    handler = formats.get_chat_completion_handler(model_server.CHAT_FORMAT)
+    handler(llama=Recording(), messages=messages, tool_choice="none")
+    (prompt,) = prompts
+    assert "You help. Use <tags> & 'quotes'." in prompt
+    assert prompt.count(f"<|im_start|>user\n{said}<|im_end|>") == 2
+    assert f"functions.recall:\n{arguments}" in prompt
+    assert "It's < 3 & > 1." in prompt
+    assert not any(escaped in prompt for escaped in ("&#39;", "&#34;", "&lt;", "&gt;", "&amp;"))
+    # the messages the server holds are its own, unchanged
+    assert type(messages[1]["content"]) is str
+    # without it, the same template escapes (the reason for the format)
+    prompts.clear()
+    formats.chatml_function_calling(llama=Recording(), messages=messages, tool_choice="none")
+    assert "I&#39;m &lt;b&gt;" in prompts[0]

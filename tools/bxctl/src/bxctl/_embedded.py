@@ -18,6 +18,7 @@ from pathlib import Path
 import proto
 
 from ._common import CommandError
+from ._model_server import CHAT_FORMAT
 
 __all__ = [
     "DEMO_NOTICE",
@@ -92,11 +93,13 @@ def server_command(gguf: Path, port: int, context_tokens: int = 8192) -> list[st
     full when loopd says so, never refused by the server first. A request that arrives
     while an answer streams waits for it (`interrupt_requests` off): by default the server
     cuts the streaming answer off mid-body for any request, even a `GET /v1/models`.
+    Its chat format is llama-cpp-python's tool-calling ChatML, with the messages written
+    as they were said (`bxctl._model_server`).
     """
     return [
         sys.executable,
         "-m",
-        "llama_cpp.server",
+        "bxctl._model_server",
         "--model",
         str(gguf),
         "--host",
@@ -110,7 +113,7 @@ def server_command(gguf: Path, port: int, context_tokens: int = 8192) -> list[st
         "--n_ctx",
         str(context_tokens),
         "--chat_format",
-        "chatml-function-calling",
+        CHAT_FORMAT,
         "--interrupt_requests",
         "false",
     ]
