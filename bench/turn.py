@@ -85,7 +85,7 @@ def _event(payload: object) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-def _text_answer(text: str, total: int) -> bytes:
+def _text_answer(text: str, total: int) -> list[bytes]:
     words = text.split(" ")
     events = [
         _event({"choices": [{"index": 0, "delta": {"content": word if i == 0 else " " + word}}]})
@@ -94,7 +94,7 @@ def _text_answer(text: str, total: int) -> bytes:
     return _stream(events, total)
 
 
-def _recall_call(query: str, total: int) -> bytes:
+def _recall_call(query: str, total: int) -> list[bytes]:
     arguments = _json.encode({"query": query, "k": RECALL_K}).decode()
     head = {"index": 0, "id": "call_0", "type": "function"}
     events = [
@@ -128,13 +128,14 @@ def _recall_call(query: str, total: int) -> bytes:
     return _stream(events, total)
 
 
-def _stream(events: list[bytes], total: int) -> bytes:
+def _stream(events: list[bytes], total: int) -> list[bytes]:
+    """The response in its parts: the head, an event each, then the usage and the end."""
     usage = {"prompt_tokens": total - 40, "completion_tokens": 40, "total_tokens": total}
     tail = [_event({"choices": [], "usage": usage}), b"e\r\ndata: [DONE]\n\n\r\n", b"0\r\n\r\n"]
     head = (
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
     )
-    return head + b"".join(events) + b"".join(tail)
+    return [head, *events, b"".join(tail)]
 
 
 RECALL_MARK = "(recall) "
@@ -150,7 +151,10 @@ class InstantModel:
     a text answer. The time it spent, and how many completions it answered, are shared.
     """
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, pace_s: float = 0.0) -> None:
+        self.pace_s = pace_s
+        """With a pace, each event after the first is sent that long after the last (the
+        time a server takes to generate a token); else the whole answer goes at once."""
         context = multiprocessing.get_context("fork")
         self._spent = context.Value("d", 0.0, lock=False)
         self._answered = context.Value("q", 0, lock=False)
@@ -211,17 +215,23 @@ class InstantModel:
                 del buffer[:length]
                 post = head.startswith(b"POST ")
                 if post:
-                    reply = self._answer(body, words)
+                    parts = self._answer(body, words)
                 else:  # the context probe: this server tells nothing
-                    reply = b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\n\r\n{}"
-                conn.sendall(reply)
+                    parts = [b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\n\r\n{}"]
+                if self.pace_s and len(parts) > 2:
+                    conn.sendall(parts[0] + parts[1])
+                    for part in parts[2:]:
+                        time.sleep(self.pace_s)
+                        conn.sendall(part)
+                else:
+                    conn.sendall(b"".join(parts))
                 self._spent.value += time.perf_counter() - started
                 if post:
                     self._answered.value += 1
                 if buffer:
                     started = time.perf_counter()
 
-    def _answer(self, body: bytes, words: Words) -> bytes:
+    def _answer(self, body: bytes, words: Words) -> list[bytes]:
         # `messages` comes last in loopd's body: the last message is near the end.
         last = body.rfind(b'"role":"')
         total = len(body) // 4
@@ -437,7 +447,9 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:6.2f}"
 
 
-def _report(figures: Figures, points: list[int], window: int, sessions: int, load: str) -> None:
+def _report(
+    figures: Figures, points: list[int], window: int, sessions: int, load: str, pace_ms: float
+) -> None:
     f = figures
 
     def both(point: int, name: str) -> str:
@@ -448,6 +460,11 @@ def _report(figures: Figures, points: list[int], window: int, sessions: int, loa
         f"turn: {sessions} session(s), turns alternating plain and one-recall; windows of "
         f"{window} turns from each point; ms, p50 p99 (load {load})"
     )
+    if pace_ms:
+        print(
+            f"  the model streams a token every {pace_ms:g} ms (its time is not counted): "
+            "what is left is what boxmaker adds that the owner can see"
+        )
     header = "".join(f"   turn {p:<8}" for p in points)
     print(f"  {'':<30}{header}")
     rows = [
@@ -518,10 +535,17 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--window", type=int, default=20, help="turns measured from each point")
     parser.add_argument("--points", default="1,10,100,500", help="turn numbers to report at")
     parser.add_argument("--reps", type=int, default=20, help="repetitions of each piece")
+    parser.add_argument(
+        "--pace-ms",
+        type=float,
+        default=0.0,
+        help="the model sends a token every this many ms, as a real one does (default: all "
+        "at once, so every event's handling counts; with a pace most of it overlaps)",
+    )
     args = parser.parse_args(argv)
     points = sorted(int(p) for p in args.points.split(","))
     directory = Path(tempfile.mkdtemp(prefix="bxt", dir="/tmp"))
-    model = InstantModel(seed=17)
+    model = InstantModel(seed=17, pace_s=args.pace_ms / 1000)
     bare = directory / "bare" / "s.sock"
     bare.parent.mkdir(mode=0o700)
     child = _serve("bare", bare)
@@ -535,4 +559,4 @@ def main(argv: list[str]) -> None:
         model.stop()
         shutil.rmtree(directory, ignore_errors=True)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    _report(bench.figures, points, args.window, args.sessions, load)
+    _report(bench.figures, points, args.window, args.sessions, load, args.pace_ms)
