@@ -6,8 +6,10 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import trio
+from bxctl_run import run
 from memoryd_harness import OTHER, SESSION, append, result, said, user
 from roles import RunningRole, start_role
 
@@ -111,3 +113,46 @@ async def test_an_index_damaged_while_running_is_named_and_lost_nothing(
     assert reindexed == Reindexed(logs=3, records=4, archive=0)
     assert parcel.content.endswith("the owner said · private\nthe parcel comes on Monday")
     assert "Traceback" not in ended.log
+
+
+def journal_of_a_full_memory(home: Path, edits: int) -> list[proto.EditRecord]:
+    """`edits` replaces of a memory.md kept near its limit, written as memoryd journals them."""
+    facts = [f"Fact {i}: " + "x" * 95 for i in range(20)]  # 2,100 characters: nearly full
+    records = []
+    for n in range(edits):
+        before = list(facts)
+        facts[n % 20] = f"Fact {n % 20}, version {n}: " + "y" * 84
+        records.append(
+            proto.EditRecord(
+                time="2026-11-01T08:00:00Z",
+                session=SESSION,
+                call=f"call-{n}",
+                approval=f"ap-{n:06d}",
+                action="replace",
+                file="memory.md",
+                before=before,
+                after=list(facts),
+            )
+        )
+    journal = home / "memory" / "edits"
+    journal.mkdir(parents=True, mode=0o700)
+    lines = b"".join(msgspec.json.encode(r) + b"\n" for r in records)
+    assert len(lines) > proto.MAX_FRAME  # a year of use: more than one frame can carry
+    (journal / "2026-11.jsonl").write_bytes(lines)
+    (home / "memory").chmod(0o700)
+    return records
+
+
+async def test_a_journal_larger_than_a_frame_is_shown_whole(
+    process: tuple[Path, RunningRole], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, role = process
+    records = journal_of_a_full_memory(home, 300)
+    assert await run("memory", "history", "--json", "--home", str(home)) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [edit["call"] for edit in shown] == [r.call for r in reversed(records)]
+    assert await run("memory", "history", "--home", str(home)) == 0
+    out = capsys.readouterr().out
+    assert out.count("  replace memory.md  session") == 300
+    ended = await trio.to_thread.run_sync(role.stop)
+    assert ended.returncode == 0, ended.log
