@@ -298,6 +298,21 @@ async def test_journal_failure_keeps_the_applied_edit(
     assert journal(memory) == []  # no line claims more than happened
 
 
+async def test_an_edits_folder_that_cannot_be_made_keeps_the_applied_edit_too(
+    memory: MemoryDir, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The owner removed edits/ and left a file of that name: the edit is applied by the
+    # time the journal is written, so the model must be told it was, not that it failed.
+    memory.edits.write_text("")
+    reply = await apply(memory, {"action": "add", "file": "memory", "text": "kept"})
+    assert (reply.status, reply.content) == (
+        "ok",
+        "memory.md updated (4 of 2,200 characters); it takes effect in the next session.",
+    )
+    assert memory.path("memory.md").read_text() == "kept"
+    assert "has no journal line" in caplog.text
+
+
 def test_history_skips_a_torn_last_line(
     memory: MemoryDir, caplog: pytest.LogCaptureFixture
 ) -> None:
