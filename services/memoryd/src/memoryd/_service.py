@@ -199,7 +199,8 @@ class Memoryd:
         return Reindexed(logs=built.logs, records=built.records, archive=built.archive)
 
     async def _archive_changed(self) -> None:
+        # The edit is applied by now: nothing here may turn its answer into a failure.
         try:
             await self.index.archive_changed()
-        except IndexDamaged as exc:
+        except (IndexDamaged, OSError) as exc:
             log.error("archive.md changed but could not be indexed: %s (runbook: %s)", exc, RUNBOOK)
