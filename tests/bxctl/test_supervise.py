@@ -96,3 +96,20 @@ def test_the_stop_deadline_is_the_drain_and_a_margin(tmp_path: Path) -> None:
     (tmp_path / "config" / "loopd.toml").write_text("[sockets]\ndrain_s = 7.5\n")
     assert _up._stop_deadline(tmp_path, "loopd") == 7.5 + _up.STOP_MARGIN_S
     assert _up._stop_deadline(tmp_path, "memoryd") == 20 + _up.STOP_MARGIN_S
+
+
+async def test_a_role_killed_by_a_signal_is_told_so_not_by_an_error_it_survived() -> None:
+    # memoryd logs a handled error (a damaged index), runs on, and is later killed
+    # (SIGBUS, when its index's shared memory file is cut): the signal is why it ended.
+    code = (
+        "import os, signal, sys; "
+        "print('memoryd: ERROR memoryd.index: searching failed (runbook: x)', file=sys.stderr); "
+        "print('memoryd: INFO memoryd.index: built the index', file=sys.stderr); "
+        "sys.stderr.flush(); os.kill(os.getpid(), signal.SIGBUS)"
+    )
+    with trio.fail_after(CAP_S):
+        async with trio.open_nursery() as nursery:
+            made = await child(nursery, code, role="memoryd")
+            await made.exited.wait()
+            nursery.cancel_scope.cancel()
+    assert made.why() == "killed by SIGBUS"

@@ -13,10 +13,12 @@ import msgspec
 import pytest
 import trio
 from approved import KEY, signed
+from hypothesis import given
+from hypothesis import strategies as st
 
 import entries
 from memoryd import Settings
-from memoryd._edits import EditApplier, read_history, reconcile
+from memoryd._edits import EditApplier, history_page, read_history, reconcile
 from memoryd._files import MemoryDir
 from proto import EditRecord, ToolCall, ToolRequest, ToolResponse
 
@@ -296,6 +298,21 @@ async def test_journal_failure_keeps_the_applied_edit(
     assert journal(memory) == []  # no line claims more than happened
 
 
+async def test_an_edits_folder_that_cannot_be_made_keeps_the_applied_edit_too(
+    memory: MemoryDir, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The owner removed edits/ and left a file of that name: the edit is applied by the
+    # time the journal is written, so the model must be told it was, not that it failed.
+    memory.edits.write_text("")
+    reply = await apply(memory, {"action": "add", "file": "memory", "text": "kept"})
+    assert (reply.status, reply.content) == (
+        "ok",
+        "memory.md updated (4 of 2,200 characters); it takes effect in the next session.",
+    )
+    assert memory.path("memory.md").read_text() == "kept"
+    assert "has no journal line" in caplog.text
+
+
 def test_history_skips_a_torn_last_line(
     memory: MemoryDir, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -328,3 +345,38 @@ async def test_a_change_no_journal_line_records_is_journalled_at_start(memory: M
     )
     assert journal(memory)[-1] == found
     assert reconcile(memory) == []  # once journalled, nothing more to say
+
+
+def _edit(n: int, size: int) -> EditRecord:
+    return EditRecord(
+        time="2026-11-01T08:00:00Z",
+        session="chat-abcdefgh",
+        call=f"c{n}",
+        approval=None,
+        action="add",
+        file="memory.md",
+        before=[],
+        after=["x" * size],
+    )
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=3000), max_size=40),
+    budget=st.integers(min_value=1, max_value=20_000),
+)
+def test_history_pages_give_every_edit_once_newest_first_each_within_budget(
+    sizes: list[int], budget: int
+) -> None:
+    records = [_edit(n, size) for n, size in enumerate(sizes)]
+    seen: list[EditRecord] = []
+    before: int | None = None if records else 0
+    assert history_page([], None, budget) == ([], 0)
+    while before != 0:
+        page, older = history_page(records, before, budget)
+        assert page, "a page holds at least one edit while any is left"
+        assert page == records[older : len(records) if before is None else before]
+        if len(page) > 1:
+            assert sum(len(msgspec.json.encode(r)) + 1 for r in page) <= budget
+        seen = page + seen
+        before = older
+    assert seen == records

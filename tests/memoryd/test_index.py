@@ -34,7 +34,7 @@ from memoryd_harness import (
 )
 
 import entries
-from memoryd._index import Index
+from memoryd._index import Index, IndexDamaged
 from memoryd._store import SCHEMA
 from proto import Class
 
@@ -295,3 +295,25 @@ def test_a_reindex_equals_the_incremental_index(
         trio.run(body)
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+async def test_a_search_that_sqlite_rolled_back_names_sqlites_own_error(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An I/O error ends the read transaction (SQLite rolls back by itself, as on a full
+    disk); the owner must read that error, not a COMMIT's complaint about it."""
+
+    def failing_rank(conn: sqlean.Connection, *args: object) -> None:
+        conn.execute("ROLLBACK")
+        raise sqlean.OperationalError("disk I/O error")
+
+    append(short_dir / "sessions", [user("the launch window moved")])
+    async with open_index(short_dir) as index:
+        monkeypatch.setattr("memoryd._index.rank", failing_rank)
+        with pytest.raises(IndexDamaged) as damaged:
+            await index.search("launch", 5)
+        monkeypatch.undo()
+        assert [hit.text for hit in (await index.search("launch", 5)).found] == [
+            "the launch window moved"
+        ]
+    assert str(damaged.value) == "the recall index cannot be read: disk I/O error"

@@ -161,3 +161,23 @@ async def test_oversized_frame_is_refused_and_memoryd_keeps_serving(
     assert reply.code == "frame-too-large"
     assert block.text.startswith("# soul.md")
     assert served.memory.path("memory.md").read_text() == ""
+
+
+async def test_an_applied_edit_is_answered_as_applied_when_archive_md_cannot_be_read(
+    role: Memoryd, caplog: pytest.LogCaptureFixture
+) -> None:
+    archive = role.memory.path("archive.md")
+    key = proto.read_key(role.settings.approval_key)
+    with trio.fail_after(CAP_S):
+        await role.index.caught_up.wait()
+        archive.unlink()
+        archive.mkdir()  # an owner's mistake: indexing the archive after the edit fails
+        reply = await inmemory.call(
+            BROKER_MEMORY, role.handle_broker, signed(memory_call("kept"), key), ToolResponse
+        )
+    assert (reply.status, reply.content) == (
+        "ok",
+        "memory.md updated (4 of 2,200 characters); it takes effect in the next session.",
+    )
+    assert role.memory.path("memory.md").read_text() == "kept"
+    assert "archive.md changed but could not be indexed" in caplog.text

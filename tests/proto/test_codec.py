@@ -26,6 +26,7 @@ from proto import (
     IncompleteFrame,
     Label,
     MemoryBlockReply,
+    MemoryHistory,
     MemoryHistoryReply,
     Message,
     Ok,
@@ -139,7 +140,14 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
         ToolResponse, call_id=st.text(), status=STATUSES, content=st.text(), label=LABELS
     ),
     ApprovalPending: st.builds(ApprovalPending, approval=PENDING),
-    MemoryHistoryReply: st.builds(MemoryHistoryReply, edits=st.lists(EDITS, max_size=3)),
+    MemoryHistory: st.builds(
+        MemoryHistory,
+        file=st.sampled_from([None, "memory", "user"]),
+        before=st.none() | st.integers(min_value=0),
+    ),
+    MemoryHistoryReply: st.builds(
+        MemoryHistoryReply, edits=st.lists(EDITS, max_size=3), older=st.integers(min_value=0)
+    ),
     Approvals: st.builds(Approvals, pending=st.lists(PENDING, max_size=3)),
     SessionOpen: st.builds(SessionOpen, origin=st.text(), session=st.none() | SESSION_IDS),
     SessionOpened: st.builds(SessionOpened, session=SESSION_IDS, created=st.booleans()),

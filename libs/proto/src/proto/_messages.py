@@ -217,15 +217,25 @@ class RecallQuery(Message, frozen=True, kw_only=True, tag="recall_query"):
 
 
 class MemoryHistory(Message, frozen=True, kw_only=True, tag="memory_history"):
-    """Ask for the edit journal, optionally of one file ("memory" or "user")."""
+    """Ask for the edit journal, optionally of one file ("memory" or "user").
+
+    `before` asks only for the edits older than the one at that position (0 is the
+    oldest): the page after a reply that left `older` edits out.
+    """
 
     file: Literal["memory", "user"] | None = None
+    before: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 class MemoryHistoryReply(Message, frozen=True, kw_only=True, tag="memory_history_reply"):
-    """The edit journal, oldest first."""
+    """The newest edits of the journal that fit in one frame, oldest first.
+
+    `older` is how many older edits were left out (0 when none): ask again with
+    `before = older` for them. A journal outgrows a frame after a few hundred edits.
+    """
 
     edits: list[EditRecord]
+    older: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 # -- owner-broker ----------------------------------------------------------------------

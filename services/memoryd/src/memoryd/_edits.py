@@ -24,7 +24,7 @@ from proto import EditRecord, MemoryArgs, ToolRequest, ToolResponse
 
 from ._files import MemoryDir, MemoryUnavailable
 
-__all__ = ["UNJOURNALLED", "EditApplier", "read_history", "reconcile"]
+__all__ = ["UNJOURNALLED", "EditApplier", "history_page", "read_history", "reconcile"]
 
 log = logging.getLogger("memoryd.edits")
 
@@ -234,3 +234,26 @@ def read_history(memory: MemoryDir, file: proto.MemoryFile | None) -> list[EditR
             log.warning("%s", problems)
         records += [r for r in read.records if wanted is None or r.file == wanted]
     return records
+
+
+HISTORY_PAGE_BYTES = proto.MAX_FRAME - 4096
+"""What the edits of one `memory_history_reply` may take: a frame, less its envelope."""
+
+
+def history_page(
+    records: list[EditRecord], before: int | None, budget: int = HISTORY_PAGE_BYTES
+) -> tuple[list[EditRecord], int]:
+    """The newest of `records[:before]` that fit in `budget` bytes, and how many are older.
+
+    A journal grows with every edit (each line holds the file before and after), so
+    after a few hundred edits of a full memory.md it no longer fits in one frame: the
+    owner pages through it, newest first. At least one edit is always given.
+    """
+    end = len(records) if before is None else min(before, len(records))
+    start, size = end, 0
+    while start > 0:
+        size += len(_encoder.encode(records[start - 1])) + 1  # and its comma
+        if size > budget and start < end:
+            break
+        start -= 1
+    return records[start:end], start

@@ -162,6 +162,10 @@ class MemoryDir:
             proto.append_line(self.path("archive.md"), records.encode())
 
     def append_journal(self, line: str, now: datetime) -> None:
-        """Append one journal line to `edits/YYYY-MM.jsonl`."""
-        ensure_private_dir(self.edits)
+        """Append one journal line to `edits/YYYY-MM.jsonl`; `OSError` if it cannot be.
+
+        An edit is applied by the time its line is written, so every failure here is an
+        `OSError` the caller can report as a missing line, never as a failed edit.
+        """
+        self.edits.mkdir(mode=0o700, exist_ok=True)
         proto.append_line(proto.month_file(self.edits, now), line.encode())

@@ -47,6 +47,7 @@ from ._store import (
     build,
     connect,
     remove_file,
+    roll_back,
     session_rows,
     verify,
 )
@@ -109,7 +110,11 @@ class Index:
             if opened:
                 self.ready.set()
                 self._rescan.set()
-                await self.catch_up()
+                try:
+                    await self.catch_up()
+                except IndexDamaged as exc:
+                    # Recall keeps answering from what is indexed; a reindex repairs it.
+                    log.error("cannot catch up %s: %s (runbook: %s)", self.path, exc, RUNBOOK)
             else:
                 try:
                     await self.rebuild()
@@ -221,12 +226,15 @@ class Index:
         if not logs:
             log.info("session %s has no logs under %s", session, self.sources.sessions_dir)
             return
-        indexed = {
-            found.key: cursor.records
-            if (cursor := self._cursors.get(found.key))
-            else writer.progress(found.key)
-            for found in logs
-        }
+        try:
+            indexed = {
+                found.key: cursor.records
+                if (cursor := self._cursors.get(found.key))
+                else writer.progress(found.key)
+                for found in logs
+            }
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot read {self.path}: {exc}") from exc
         rows, counts, cursors = session_rows(logs, self._cursors, indexed, self.sources.max_class)
         changed = {key: n for key, n in counts.items() if n != indexed.get(key)}
         if rows or changed:
@@ -241,7 +249,7 @@ class Index:
         if not self.ready.is_set():
             return 0
         async with self._write_lock:
-            indexed = await trio.to_thread.run_sync(self._writing().all_progress)
+            indexed = await trio.to_thread.run_sync(self._all_progress)
         pending = await trio.to_thread.run_sync(self._pending, indexed)
         for session in pending:
             async with self._write_lock:
@@ -250,6 +258,12 @@ class Index:
             log.info("caught up %d session(s) with their logs", len(pending))
         await self.archive_changed()
         return len(pending)
+
+    def _all_progress(self) -> dict[str, int]:
+        try:
+            return self._writing().all_progress()
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot read {self.path}: {exc}") from exc
 
     def _pending(self, indexed: dict[str, int]) -> list[str]:
         pending: list[str] = []
@@ -339,8 +353,12 @@ class Index:
             try:
                 ranking = rank(conn, terms, k, self.vocabulary)
                 found = fetch(conn, [rowid for rowid, _ in ranking.rows])
-            finally:
-                conn.execute("COMMIT")
+            except BaseException:
+                # An I/O error may have ended the transaction already; what failed is
+                # the error to report, not a COMMIT's complaint about it.
+                roll_back(conn)
+                raise
+            conn.execute("COMMIT")
         except sqlean.Error as exc:
             log.error("searching %s failed: %s (runbook: %s)", self.path, exc, RUNBOOK)
             raise IndexDamaged(f"the recall index cannot be read: {exc}") from exc

@@ -29,7 +29,7 @@ from proto import (
 
 from ._block import memory_block
 from ._config import Settings
-from ._edits import EditApplier, read_history
+from ._edits import EditApplier, history_page, read_history
 from ._files import MemoryDir, MemoryUnavailable, ensure_private_dir
 from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable, Search
 from ._recall import label_of, recall_record, render
@@ -128,7 +128,8 @@ class Memoryd:
         """The owner: reindex, recall_query (→ tool_response) and memory_history."""
         if isinstance(request, MemoryHistory):
             edits = await trio.to_thread.run_sync(read_history, self.memory, request.file)
-            return MemoryHistoryReply(edits=edits)
+            page, older = history_page(edits, request.before)
+            return MemoryHistoryReply(edits=page, older=older)
         if isinstance(request, Reindex):
             return await self.reindex()
         if isinstance(request, RecallQuery):
@@ -198,7 +199,8 @@ class Memoryd:
         return Reindexed(logs=built.logs, records=built.records, archive=built.archive)
 
     async def _archive_changed(self) -> None:
+        # The edit is applied by now: nothing here may turn its answer into a failure.
         try:
             await self.index.archive_changed()
-        except IndexDamaged as exc:
+        except (IndexDamaged, OSError) as exc:
             log.error("archive.md changed but could not be indexed: %s (runbook: %s)", exc, RUNBOOK)

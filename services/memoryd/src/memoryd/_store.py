@@ -47,6 +47,7 @@ __all__ = [
     "build",
     "connect",
     "remove_file",
+    "roll_back",
     "verify",
 ]
 
@@ -177,7 +178,7 @@ class Writer:
             )
             self.conn.execute("COMMIT")
         except BaseException:
-            _roll_back(self.conn)
+            roll_back(self.conn)
             raise
         self.next_rowid = first + len(rows)
 
@@ -198,12 +199,13 @@ class Writer:
             )
             self.conn.execute("COMMIT")
         except BaseException:
-            _roll_back(self.conn)
+            roll_back(self.conn)
             raise
         self.next_rowid = first + len(rows)
 
 
-def _roll_back(conn: Connection) -> None:
+def roll_back(conn: Connection) -> None:
+    """End `conn`'s transaction, if SQLite has not ended it already."""
     # SQLite may have rolled back already (a full disk does): nothing left to undo.
     try:
         conn.execute("ROLLBACK")

@@ -166,8 +166,13 @@ def _diff(edit: EditRecord) -> list[str]:
 def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) -> int:
     """The edit journal, newest first, each edit as a diff of entries."""
     path = Sockets(home).path(proto.OWNER_MEMORY)
-    reply = ask_now(path, proto.OWNER_MEMORY, MemoryHistory(file=file), MemoryHistoryReply)
-    edits = list(reversed(reply.edits))
+    edits: list[EditRecord] = []
+    before: int | None = None
+    while before != 0:  # newest first, a frame's worth at a time
+        request = MemoryHistory(file=file, before=before)
+        reply = ask_now(path, proto.OWNER_MEMORY, request, MemoryHistoryReply)
+        edits += reversed(reply.edits)
+        before = reply.older if reply.edits else 0
     if as_json:
         print_json(edits)
         return 0

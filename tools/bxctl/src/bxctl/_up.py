@@ -76,13 +76,14 @@ class _Child:
     stop_deadline_s: float = proto.DEFAULT_DRAIN_S + STOP_MARGIN_S
 
     def why(self) -> str:
-        """Why it ended, in the role's own words: its last error line, else how it died."""
+        """Why it ended: the signal that killed it, else its last error line, else its end."""
         code = self.process.returncode
+        if code is not None and code < 0:
+            # An error line before a signal is one the role survived, not why it ended.
+            return f"killed by {signal.Signals(-code).name}"
         for line in reversed(self.tail):
             if ": ERROR " in line or ": CRITICAL " in line or "Traceback" in line:
                 return line
-        if code is not None and code < 0:
-            return f"killed by {signal.Signals(-code).name}"
         if code == 0:
             return "it stopped as asked to, by someone else than bxctl"
         return self.tail[-1] if self.tail else "no output"
