@@ -129,7 +129,8 @@ def reindex(home: Path, admin_socket: Path | None) -> int:
         reply = ask_now(
             path, proto.OWNER_MEMORY, Reindex(), Reindexed, deadline_s=REINDEX_DEADLINE_S
         )
-    print(f"{reindexed_line(reply)} ({time.monotonic() - started:.1f} s)")
+    print(reindexed_line(reply))  # the spec's line, alone on stdout for scripts
+    print(f"took {time.monotonic() - started:.1f} s", file=sys.stderr)
     return 0
 
 
