@@ -146,7 +146,7 @@ async def test_a_reason_typed_at_the_approval_denies_with_it(
 
     await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
     await serve(nursery, short_dir, proto.OWNER_BROKER, brokerd)
-    monkeypatch.setattr(sys, "stdin", io.StringIO("remember\nnot today\n"))
+    monkeypatch.setattr(sys, "stdin", piped(b"remember\nnot today\n"))
     assert await run("chat", "--home", str(short_dir)) == 0
     out, err = capsys.readouterr()
     assert decisions == [ApprovalDecide(id="ap-k3f9xy", approve=False, reason="not today")]
@@ -160,17 +160,23 @@ async def test_a_reason_typed_at_the_approval_denies_with_it(
     )
 
 
+def piped(data: bytes) -> io.TextIOWrapper:
+    """A standard input that is a pipe holding `data`."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+
+
 class SlowStdin:
     """A standard input (not a terminal) whose lines come when the test types them."""
 
     def __init__(self) -> None:
         self._lines: queue.Queue[str] = queue.Queue()
+        self.buffer = self  # bxctl reads the bytes
 
     def type(self, line: str) -> None:
         self._lines.put(line)
 
-    def readline(self) -> str:
-        return self._lines.get()
+    def readline(self) -> bytes:
+        return self._lines.get().encode()
 
     def isatty(self) -> bool:
         return False
@@ -279,3 +285,64 @@ async def test_a_turn_whose_loopd_was_killed_between_frames_says_what_to_do(
     assert "Once upon" in said
     assert "error: the connection to loopd broke during the turn" in said
     assert f"bxctl sessions show {SESSION} --home {short_dir}" in said
+
+
+async def test_a_line_that_is_not_utf8_is_not_sent_and_the_chat_goes_on(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    said: list[str] = []
+
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        if answer := opening(request):
+            return answer
+        assert isinstance(request, proto.Say)
+        said.append(request.text)
+        return TurnDone(text="ok")
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    monkeypatch.setattr(sys, "stdin", piped(b"caf\xe9 au lait\nna\xc3\xafve\n"))  # Latin-1, UTF-8
+    assert await run("chat", "--home", str(short_dir)) == 0
+    err = capsys.readouterr().err
+    assert said == ["na\u00efve"]
+    assert "bxctl: that line is not UTF-8 text (byte 0xe9 at byte 4); not sent\n" in err
+
+
+async def test_an_approval_answer_that_is_not_utf8_leaves_the_approval_waiting(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    approval = PendingApproval(
+        id="ap-k3f9xy",
+        session=SESSION,
+        tool="memory",
+        arguments='{"action":"add","file":"user","text":"likes tea"}',
+        taint=Label(),
+        time="2026-11-30T00:00:00Z",
+    )
+    decisions: list[Message] = []
+
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        if answer := opening(request):
+            return answer
+        await conn.send(ApprovalPending(approval=approval))
+        return TurnDone(text="later, then")
+
+    async def brokerd(request: Message, conn: proto.Connection) -> Message:
+        decisions.append(request)
+        return Ok()
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    await serve(nursery, short_dir, proto.OWNER_BROKER, brokerd)
+    monkeypatch.setattr(sys, "stdin", piped(b"remember\nnot \xff today\n"))
+    assert await run("chat", "--home", str(short_dir)) == 0
+    out = capsys.readouterr().out
+    assert decisions == []
+    assert (
+        "  could not decide ap-k3f9xy: the answer is not UTF-8 text (byte 0xff at byte 5); "
+        "it still waits: `bxctl approvals list`\n"
+    ) in out

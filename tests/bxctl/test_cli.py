@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,10 +15,13 @@ from pathlib import Path
 import pytest
 import trio
 from bxctl_run import run
+from hypothesis import given
+from hypothesis import strategies as st
 from scripted_model import Step, serve_scripted_model
 
 import proto
 from bxctl import CommandError, app
+from bxctl._common import not_utf8
 from proto import (
     ApprovalDecide,
     Approvals,
@@ -223,6 +227,36 @@ def test_errors_are_one_line_without_a_traceback(short_dir: Path) -> None:
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith("bxctl: cannot reach brokerd")
     assert "Traceback" not in done.stderr
+
+
+def test_an_argument_that_is_not_utf8_is_refused_before_anything_is_sent(
+    short_dir: Path,
+) -> None:
+    # bytes straight from the OS, as a shell passes $'caf\xe9'; the home may hold any bytes
+    home = os.fsencode(short_dir) + b"/h\xff"
+    done = subprocess.run(
+        [sys.executable, "-m", "bxctl", "--home", home, "chat", "-m", b"caf\xe9 au lait"],
+        capture_output=True,
+        timeout=CAP_S,
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        b"bxctl: argument 3 is not UTF-8 text (byte 0xe9 at byte 4): boxmaker's messages, "
+        b"queries, ids and reasons are UTF-8; nothing was sent\n"
+    )
+    assert not (short_dir / os.fsdecode(b"h\xff")).exists()
+
+
+@given(st.binary(max_size=40))
+def test_not_utf8_names_the_first_byte_a_decoder_refuses(data: bytes) -> None:
+    found = not_utf8(data.decode(errors="surrogateescape"))
+    refused: int | None = None
+    try:
+        data.decode()
+    except UnicodeDecodeError as exc:
+        refused = exc.start
+    expected = None if refused is None else f"byte 0x{data[refused]:02x} at byte {refused + 1}"
+    assert found == expected
 
 
 async def test_baseline_counts_tokens_with_the_model_server(

@@ -39,6 +39,24 @@ def take_home(argv: list[str]) -> tuple[list[str], Path | None]:
     return rest, home
 
 
+def not_text(args: list[str]) -> str | None:
+    """A sentence naming the first argument that is not UTF-8, or None if all are.
+
+    The OS hands over bytes; Python keeps undecodable ones as lone surrogates, which no
+    frame can carry (a home path may hold any bytes: `take_home` has already taken it).
+    """
+    from ._common import not_utf8
+
+    for number, arg in enumerate(args, start=1):
+        problem = not_utf8(arg)
+        if problem is not None:
+            return (
+                f"argument {number} is not UTF-8 text ({problem}): boxmaker's messages, "
+                "queries, ids and reasons are UTF-8; nothing was sent"
+            )
+    return None
+
+
 def _command_errors(exc: BaseException) -> list[Exception] | None:
     """The CommandErrors in `exc` (possibly grouped by trio), or None if anything else."""
     from ._common import CommandError
@@ -64,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(ROOT_HELP)  # cyclopts' own text, without loading cyclopts
         return 0
+    problem = not_text(args)
+    if problem is not None:
+        print(f"bxctl: {problem}", file=sys.stderr)
+        return 1
     if home is not None:
         from . import _common
 

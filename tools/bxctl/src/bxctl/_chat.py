@@ -43,7 +43,7 @@ from proto import (
     TurnEvent,
 )
 
-from ._common import CommandError, Sockets, ask, bxctl, inline, unreachable_sentence
+from ._common import CommandError, Sockets, ask, bxctl, inline, not_utf8, unreachable_sentence
 from ._embedded import DEMO_NOTICE, embedded_configured
 from ._input import Interrupted, Lines, Reader, Terminal, history_in
 from ._owner import describe_approval
@@ -199,6 +199,13 @@ def decision(answer: str) -> tuple[bool, str | None]:
 
 
 async def _decide(home: Path, approval: PendingApproval, answer: str, out: _Printer) -> None:
+    problem = not_utf8(answer)
+    if problem is not None:
+        out.line(
+            f"  could not decide {inline(approval.id)}: the answer is not UTF-8 text "
+            f"({problem}); it still waits: `bxctl approvals list`"
+        )
+        return
     approve, reason = decision(answer)
     try:
         await ask(
@@ -338,6 +345,10 @@ class _Conversation:
             except (EOFError, Interrupted):
                 return
             if not line.strip():
+                continue
+            problem = not_utf8(line)
+            if problem is not None:
+                sys.stderr.write(f"bxctl: that line is not UTF-8 text ({problem}); not sent\n")
                 continue
             out = _Printer()
             with trio.CancelScope() as self.turn:

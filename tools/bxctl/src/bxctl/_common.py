@@ -27,6 +27,7 @@ __all__ = [
     "given_home",
     "home_of",
     "inline",
+    "not_utf8",
     "print_json",
     "remember_home",
     "unreachable_sentence",
@@ -193,3 +194,18 @@ def print_json(value: object) -> None:
 def plural(n: int, one: str, many: str | None = None) -> str:
     """`1 log`, `42 logs`, with thousands separators."""
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def not_utf8(text: str) -> str | None:
+    """Where `text` stops being UTF-8 (`byte 0xff at byte 7`), or None if it is.
+
+    Bytes that are not UTF-8 reach Python (arguments, a pipe) as lone surrogates, which
+    no frame can carry.
+    """
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raw = text.encode(errors="surrogateescape")
+        at = len(text[: exc.start].encode(errors="surrogateescape"))
+        return f"byte 0x{raw[at]:02x} at byte {at + 1}"
+    return None

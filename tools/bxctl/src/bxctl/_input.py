@@ -60,9 +60,12 @@ class Lines:
         nursery.start_soon(self._pump)
 
     async def _pump(self) -> None:
+        # Bytes, decoded here: a line that is not UTF-8 keeps its bytes (as surrogates,
+        # which the chat refuses to send, naming the byte) instead of ending the chat.
+        read = sys.stdin.buffer.readline
         async with self._send:
-            while line := await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True):
-                await self._send.send(line)
+            while line := await trio.to_thread.run_sync(read, abandon_on_cancel=True):
+                await self._send.send(line.decode(errors="surrogateescape"))
 
     async def read(self, prompt: str, *, remember: bool) -> str:
         sys.stdout.write(prompt)
