@@ -112,6 +112,12 @@ async def test_an_unknown_id_is_an_error() -> None:
         Approvals(900).decide("ap-nothing", approve=True, reason=None)
 
 
+async def test_an_unknown_id_of_any_length_is_repeated_short() -> None:
+    with pytest.raises(UnknownApproval) as error:
+        Approvals(900).decide("x" * 100_000, approve=True, reason=None)
+    assert str(error.value) == f"no pending approval {'x' * 64!r}… (100,000 characters)"
+
+
 async def test_the_timeout_denies(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -159,7 +159,7 @@ class Approvals:
         if entry is None:
             settled = self._settled.get(approval_id)
             if settled is None:
-                raise UnknownApproval(f"no pending approval {approval_id!r}")
+                raise UnknownApproval(f"no pending approval {_quoted_id(approval_id)}")
             raise AlreadyDecided(f"approval {approval_id} was already settled: {_past(settled)}")
         if approve:
             sentence = reason or ""
@@ -201,3 +201,13 @@ def _past(outcome: Outcome) -> str:
     if outcome.how == "owner":
         return "the owner approved it" if outcome.approved else "the owner denied it"
     return _PAST[outcome.how]
+
+
+ID_SHOWN = 64
+"""How much of an unknown approval id an error repeats (ids are `ap-` and 6 characters)."""
+
+
+def _quoted_id(approval_id: str) -> str:
+    if len(approval_id) <= ID_SHOWN:
+        return repr(approval_id)
+    return f"{approval_id[:ID_SHOWN]!r}… ({len(approval_id):,} characters)"
