@@ -113,20 +113,25 @@ async def test_the_demo_note_is_shown_once_per_session(
     assert "demo model" not in second
 
 
+def tea_approval(*, taint: Label) -> PendingApproval:
+    """A memory edit of the session waiting for the owner."""
+    return PendingApproval(
+        id="ap-k3f9xy",
+        session=SESSION,
+        tool="memory",
+        arguments='{"action":"add","file":"user","text":"likes tea"}',
+        taint=taint,
+        time="2026-11-30T00:00:00Z",
+    )
+
+
 async def test_a_reason_typed_at_the_approval_denies_with_it(
     nursery: trio.Nursery,
     short_dir: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    approval = PendingApproval(
-        id="ap-k3f9xy",
-        session=SESSION,
-        tool="memory",
-        arguments='{"action":"add","file":"user","text":"likes tea"}',
-        taint=Label(untrusted=True),
-        time="2026-11-30T00:00:00Z",
-    )
+    approval = tea_approval(taint=Label(untrusted=True))
     decided = trio.Event()
     decisions: list[ApprovalDecide] = []
 
@@ -316,14 +321,7 @@ async def test_an_approval_answer_that_is_not_utf8_leaves_the_approval_waiting(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    approval = PendingApproval(
-        id="ap-k3f9xy",
-        session=SESSION,
-        tool="memory",
-        arguments='{"action":"add","file":"user","text":"likes tea"}',
-        taint=Label(),
-        time="2026-11-30T00:00:00Z",
-    )
+    approval = tea_approval(taint=Label())
     decisions: list[Message] = []
 
     async def loopd(request: Message, conn: proto.Connection) -> Message:
