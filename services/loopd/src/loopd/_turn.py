@@ -329,12 +329,20 @@ async def _broker(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit
 async def _unless(
     event: trio.Event, receive: Callable[[], Awaitable[proto.Message]]
 ) -> proto.Message | None:
-    """The next frame, or None once `event` is set first."""
+    """The next frame, or None once `event` is set first.
+
+    What `receive` raises (brokerd killed: `PeerClosed`) is raised as it is, not in the
+    nursery's group, so the caller's `except` clauses see it.
+    """
     got: list[proto.Message] = []
+    failed: list[Exception] = []
     async with trio.open_nursery() as race:
 
         async def take() -> None:
-            got.append(await receive())
+            try:
+                got.append(await receive())
+            except Exception as exc:
+                failed.append(exc)
             race.cancel_scope.cancel()
 
         async def stop() -> None:
@@ -343,6 +351,8 @@ async def _unless(
 
         race.start_soon(take)
         race.start_soon(stop)
+    if failed:
+        raise failed[0]
     return got[0] if got else None
 
 
