@@ -72,6 +72,7 @@ def test_up_chat_and_stop(short_dir: Path, model: ScriptedModel) -> None:
     up = Up(home)
     try:
         up.wait_for("boxmaker is up")
+        up.wait_for(f"chat with it:   bxctl chat --home {home}")  # pasteable in another terminal
         model.steps.append(Step(text="Hello! I am boxmaker."))
         chat = bxctl("chat", "--home", str(home), "--message", "hello")
         assert chat.returncode == 0, chat.stderr

@@ -207,7 +207,8 @@ async def test_chat_shows_model_text_tool_calls_and_approvals_inert(
     assert await run("chat", "--message", "hi", "--home", str(short_dir)) == 0
     out = printed(capsys)
     check_turn(out)
-    assert "  waiting for the owner: `bxctl approvals approve ap-k3f9xy`" in out
+    approve = f"bxctl approvals approve ap-k3f9xy --home {short_dir}"
+    assert f"  waiting for the owner: `{approve}`" in out  # pasteable as it is
 
 
 async def test_chat_asks_inline_with_the_exact_arguments(

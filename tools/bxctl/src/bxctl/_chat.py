@@ -304,8 +304,8 @@ async def _show_event(
             else:
                 shown = inline(approval.id)
                 out.line(
-                    f"  waiting for the owner: `bxctl approvals approve {shown}` "
-                    f"or `bxctl approvals deny {shown}`"
+                    f"  waiting for the owner: `{bxctl('approvals approve ' + shown)}` "
+                    f"or `{bxctl('approvals deny ' + shown)}`"
                 )
         case _:
             assert_never(event)

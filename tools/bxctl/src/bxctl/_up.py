@@ -38,7 +38,7 @@ import trio
 import proto
 
 from ._chat import model_hint
-from ._common import CommandError, Sockets, inline
+from ._common import CommandError, Sockets, bxctl, given_home, inline
 from ._embedded import (
     context_tokens,
     embedded_configured,
@@ -258,20 +258,30 @@ async def _stop(children: list[_Child]) -> None:
                 child.notify.close()
 
 
+def _chat_command(home: Path) -> str:
+    """`bxctl chat`, with `--home` unless the home is the default one.
+
+    The `--home` given on the command line is exported as $BOXMAKER_HOME for the roles,
+    so the home bxctl resolves is never "not the default" by itself; another terminal
+    has neither.
+    """
+    if given_home() is not None:
+        return bxctl("chat")
+    if home == proto.DEFAULT_HOME.expanduser():
+        return "bxctl chat"
+    return f"bxctl chat --home {home}"
+
+
 def _banner(home: Path) -> str:
     sockets = Sockets(home)
     rows = [
         f"boxmaker is up (home {home})",
         *(f"  {spec.name:>13}: {sockets.path(spec)}" for spec in proto.SOCKETS),
-        "chat with it:   bxctl chat" + ("" if _default_home(home) else f" --home {home}"),
+        f"chat with it:   {_chat_command(home)}",
         *(["or in Mattermost: post to the bot"] if bridge_configured(home) else []),
         "stop it:        Ctrl-C",
     ]
     return "\n".join(rows)
-
-
-def _default_home(home: Path) -> bool:
-    return home == proto.resolve_home(None)
 
 
 async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
