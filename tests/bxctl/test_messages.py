@@ -169,6 +169,17 @@ def test_a_unique_prefix_names_a_session_as_recall_prints_it(home: Path) -> None
     )
 
 
+def test_an_argument_with_escapes_is_shown_rendered_once(home: Path) -> None:
+    session(home, "chat-k6m5ert76psohrmw5uwb2ibpb4")
+    for given in ("\x1b[2J", "chat-k\u202e"):
+        shown = proto.for_terminal(given, one_line=True)  # \u{1b}[2J, not \\u{1b}[2J
+        done = bxctl("sessions", "show", given, "--home", str(home))
+        assert done.stderr.startswith(f"bxctl: no session {shown} in "), done.stderr
+    done = bxctl("config", "get", "model.\x1b[2J", "--home", str(home))
+    shown = proto.for_terminal("model.\x1b[2J", one_line=True)
+    assert done.stderr.startswith(f"bxctl: no setting {shown};"), done.stderr
+
+
 def test_chat_with_an_unknown_session_does_not_start_one(home: Path) -> None:
     done = bxctl("chat", "--session", "chat-typo", "-m", "hi", "--home", str(home))
     assert done.returncode == 1

@@ -59,7 +59,7 @@ def _resolve(key: str) -> tuple[str, str, str]:
 
 
 def _unknown(key: str, hint: str) -> tuple[str, str, str]:
-    raise CommandError(f"no setting {inline(key)}{hint} (`{bxctl('config show')}` lists them)")
+    raise CommandError(f"no setting {key}{hint} (`{bxctl('config show')}` lists them)")
 
 
 def _path(home: Path, role: str) -> Path:

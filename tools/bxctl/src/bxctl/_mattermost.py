@@ -57,7 +57,7 @@ def _lookup(url: str, token: str, path: str) -> _User:
     try:
         return msgspec.json.decode(response.content, type=_User)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        raise CommandError(f"{inline(url)} does not answer like a Mattermost server") from None
+        raise CommandError(f"{url} does not answer like a Mattermost server") from None
 
 
 def mattermost_config(
@@ -71,7 +71,7 @@ def mattermost_config(
     """Write `{home}/config/mattermost.toml`; the path, or None if it exists already."""
     url = url.rstrip("/")
     if not url.startswith(("https://", "http://")):
-        raise CommandError(f"--mattermost-url must start with https:// (got {inline(url)})")
+        raise CommandError(f"--mattermost-url must start with https:// (got {url})")
     token_path = token_file.expanduser().absolute()
     try:
         token = proto.read_token_file(token_path)
@@ -79,7 +79,7 @@ def mattermost_config(
         raise CommandError(str(exc)) from None
     name = owner.removeprefix("@")
     if not name or any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in name):
-        raise CommandError(f"--owner is a Mattermost username (got {inline(owner)})")
+        raise CommandError(f"--owner is a Mattermost username (got {owner})")
     bot = _lookup(url, token, "/users/me")
     person = _lookup(url, token, f"/users/username/{name}")
     if person.id == bot.id:

@@ -43,10 +43,10 @@ def resolve_session(home: Path, given: str) -> str:
         return matches[0]
     listing = f"`{bxctl('sessions list')}` shows them"
     if not matches:
-        raise CommandError(f"no session {inline(given)} in {home}; {listing}")
+        raise CommandError(f"no session {given} in {home}; {listing}")
     shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
     raise CommandError(
-        f"{inline(given)} is the start of {len(matches)} sessions ({shown}); give more of it"
+        f"{given} is the start of {len(matches)} sessions ({shown}); give more of it"
     )
 
 
