@@ -10,8 +10,9 @@ import trio
 from loopd_harness import open_session, say, start_harness
 from scripted_model import Step, serve_scripted_model
 
+import proto
 from loopd._config import ModelSection
-from loopd._model import ModelClient, ModelError, ModelReply
+from loopd._model import ContextExceeded, ModelClient, ModelError, ModelReply
 from proto import ToolCall, TurnDone
 
 CAP_S = 20
@@ -114,3 +115,67 @@ async def test_streams_without_a_usable_chunk_say_why(raw: bytes, raw_type: str,
     ):
         await ask(model.url)
     assert str(failed.value).startswith(says)
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        pytest.param(
+            b'data: {"error": {"code": 500, "message": "slot unavailable"}}\n\n',
+            "the model server failed during its answer: slot unavailable "
+            "(the text shown so far is not kept)",
+            id="llama.cpp",
+        ),
+        pytest.param(
+            b'data: {"object": "error", "message": "engine dead", "code": 500}\n\n',
+            "the model server failed during its answer: engine dead "
+            "(the text shown so far is not kept)",
+            id="vllm",
+        ),
+        pytest.param(
+            b"event: error\ndata: " + json.dumps({"error": "overloaded"}).encode() + b"\n\n",
+            "the model server failed during its answer: overloaded "
+            "(the text shown so far is not kept)",
+            id="error-event",
+        ),
+    ],
+)
+async def test_an_error_chunk_after_some_text_fails_the_answer(error: bytes, says: str) -> None:
+    text = b'data: {"choices": [{"index": 0, "delta": {"content": "The launch is on"}}]}\n\n'
+    step = Step(raw=text + error + b"data: [DONE]\n\n", raw_type="text/event-stream")
+    with (
+        serve_scripted_model(step) as model,
+        trio.fail_after(CAP_S),
+        pytest.raises(ModelError) as failed,
+    ):
+        await ask(model.url)
+    assert str(failed.value) == says
+
+
+async def test_an_error_chunk_about_the_context_is_a_full_session() -> None:
+    refusal = b'data: {"error": {"message": "the request exceeds the available context size"}}\n\n'
+    step = Step(raw=refusal, raw_type="text/event-stream")
+    with (
+        serve_scripted_model(step) as model,
+        trio.fail_after(CAP_S),
+        pytest.raises(ContextExceeded),
+    ):
+        await ask(model.url)
+
+
+async def test_a_turn_whose_stream_fails_keeps_no_half_answer(short_dir: Path) -> None:
+    text = b'data: {"choices": [{"index": 0, "delta": {"content": "half an ans"}}]}\n\n'
+    error = b'data: {"error": {"message": "out of memory"}}\n\n'
+    steps = (Step(raw=text + error, raw_type="text/event-stream"), Step(text="Whole answer."))
+    async with trio.open_nursery() as nursery:
+        with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+            h = await start_harness(nursery, short_dir, model.url, stream=True)
+            opened = await open_session(h.chat)
+            failed = await say(h.chat, opened.session, "when is the launch?")
+            again = await say(h.chat, opened.session, "again?")
+        nursery.cancel_scope.cancel()
+    assert isinstance(failed[-1], proto.Error)
+    assert "out of memory" in failed[-1].message
+    assert again[-1] == TurnDone(text="Whole answer.")
+    log = (h.home / "sessions" / opened.session / proto.LOG_FILE).read_text()
+    assert "half an ans" not in log

@@ -95,6 +95,21 @@ class _Usage(msgspec.Struct):
 class _Completion(msgspec.Struct):
     choices: list[_Choice] = msgspec.field(default_factory=list)
     usage: _Usage | None = None
+    # A server that fails after its 200 says so in a chunk: `{"error": {"message": …}}`
+    # (llama.cpp, OpenAI, newer vLLM) or `{"object": "error", "message": …}` (older vLLM).
+    error: Any = None
+    object: str | None = None
+    message: Any = None
+
+    def failure(self) -> str | None:
+        """The server's own words when this chunk reports an error, else None."""
+        if self.error is not None:
+            if isinstance(self.error, dict):
+                return str(self.error.get("message", self.error))
+            return str(self.error)
+        if self.object == "error":
+            return str(self.message)
+        return None
 
 
 _completion = msgspec.json.Decoder(_Completion)
@@ -287,6 +302,13 @@ class ModelClient:
                             texts += partial.add(data)
                     if texts:
                         await on_text("".join(texts))
+        if partial.failed is not None:
+            if _CONTEXT_REFUSAL.search(partial.failed):
+                raise ContextExceeded(f"the model server's context is full: {partial.failed}")
+            raise ModelError(
+                f"the model server failed during its answer: {partial.failed}"
+                + (" (the text shown so far is not kept)" if partial.content else "")
+            )
         if partial.malformed is not None:
             raise ModelError(f"the model server sent a malformed stream chunk: {partial.malformed}")
         if partial.chunks == 0:
@@ -305,15 +327,20 @@ class _Partial:
     chunks: int = 0
     malformed: str | None = None
     """Why the first chunk that did not decode failed; every later chunk is ignored."""
+    failed: str | None = None
+    """The server's words in the first chunk that reported an error; later ones ignored."""
 
     def add(self, data: bytes) -> list[str]:
         """Take one chunk's JSON; return its text deltas, to pass on as they arrive."""
-        if self.malformed is not None:
+        if self.malformed is not None or self.failed is not None:
             return []
         try:
             chunk = _completion.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             self.malformed = str(exc)
+            return []
+        if (failure := chunk.failure()) is not None:
+            self.failed = failure[:300]
             return []
         self.chunks += 1
         self.total = _total(chunk.usage) or self.total
@@ -385,6 +412,8 @@ def _parse(raw: bytes) -> ModelReply:
         completion = _completion.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ModelError(f"the model server's reply is not a chat completion: {exc}") from None
+    if (failure := completion.failure()) is not None:
+        raise ModelError(f"the model server failed during its answer: {failure[:300]}")
     if not completion.choices or completion.choices[0].message is None:
         raise ModelError("the model server returned no choices")
     message = completion.choices[0].message
