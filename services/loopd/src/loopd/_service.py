@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -224,9 +225,7 @@ class Loopd:
         self._running[session_id] = running
         outcome: Message = proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
         try:
-            session = self.store.kept(session_id)
-            if session is None:
-                session = await trio.to_thread.run_sync(self.store.open, session_id)
+            session = self.store.kept(session_id) or await self._read(session_id, self.store.open)
             if request.keep_going:
                 text: str | None = await self._turn_to_the_end(session, request, conn, running)
             else:
@@ -293,8 +292,25 @@ class Loopd:
             return proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
         if not await trio.to_thread.run_sync(self.store.exists, request.session):
             raise ServiceError("no-session", f"there is no session {request.session!r}")
-        session = await trio.to_thread.run_sync(self.store.load, request.session)
+        session = await self._read(request.session, self.store.load)
         return _ended_turn(session.records, request.ref)
+
+    async def _read(self, session_id: str, read: Callable[[str], Session]) -> Session:
+        """The session read from its files; files that cannot be read refuse the turn.
+
+        A baseline that is not one (edited, cut short) or a file loopd may not read
+        cannot be replayed: the owner is told which file and why, and nothing is written.
+        """
+        try:
+            return await trio.to_thread.run_sync(read, session_id)
+        except (OSError, ValueError) as exc:
+            log.error("session %s cannot be read: %s (runbook: session-damaged)", session_id, exc)
+            raise ServiceError(
+                "session-damaged",
+                f"session {session_id} cannot go on: {exc}. Nothing was written to it; "
+                "start a new session",
+                runbook="session-damaged",
+            ) from None
 
     async def _turn_unless_gone(
         self, session: Session, request: Say, conn: Connection, running: _Running
