@@ -88,6 +88,36 @@ def test_up_chat_and_stop(short_dir: Path, model: ScriptedModel) -> None:
         assert not spec.default_path(home).exists(), spec.name
 
 
+def test_a_killed_up_takes_its_roles_with_it_and_the_next_up_starts(
+    short_dir: Path, model: ScriptedModel
+) -> None:
+    home = short_dir / "home"
+    assert bxctl("init", "--home", str(home), "--model-url", model.url).returncode == 0
+    up = Up(home)
+    up.wait_for("boxmaker is up")
+    pids = [int(line.split("pid ")[1].split(")")[0]) for line in up.lines if "(pid " in line]
+    assert len(pids) == 3, up.lines
+    up.process.kill()  # SIGKILL: bxctl stops nothing itself
+    assert up.stop() == -signal.SIGKILL
+    deadline = time.monotonic() + CAP_S
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in pids if _alive(pid)], "roles orphaned by a killed bxctl up"
+    again = Up(home)  # the home's sockets are free: no "is another instance running?"
+    try:
+        again.wait_for("boxmaker is up")
+    finally:
+        assert again.stop() == 0, "\n".join(again.lines)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_up_starts_a_role_that_dies_again_and_the_chat_goes_on(
     short_dir: Path, model: ScriptedModel
 ) -> None:

@@ -166,6 +166,7 @@ if TYPE_CHECKING:
     from ._connection import ServiceError as ServiceError
     from ._connection import serve_stream as serve_stream
     from ._main import serve_main as serve_main
+    from ._role import SUPERVISOR_FD_ENV as SUPERVISOR_FD_ENV
     from ._role import LogFormatter as LogFormatter
     from ._role import Role as Role
     from ._role import StartRole as StartRole
@@ -189,6 +190,7 @@ _LAZY = {
     "serve_main": "_main",
     "LogFormatter": "_role",
     "Role": "_role",
+    "SUPERVISOR_FD_ENV": "_role",
     "StartRole": "_role",
     "run_role": "_role",
     "sd_notify": "_role",

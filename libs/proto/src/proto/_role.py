@@ -4,6 +4,7 @@
 trio.run(main)
 └─ root nursery
    ├─ watch_signals   started first: the 1st SIGTERM/SIGINT drains, the 2nd cancels
+   ├─ watch_supervisor under `bxctl up`: drains when bxctl is gone (its pipe closes)
    └─ work nursery    the role's sockets and background tasks, started by `start`
 ```
 """
@@ -24,6 +25,7 @@ from ._home import DEFAULT_DRAIN_S
 from ._render import for_terminal
 
 __all__ = [
+    "SUPERVISOR_FD_ENV",
     "LogFormatter",
     "Role",
     "StartRole",
@@ -31,9 +33,13 @@ __all__ = [
     "sd_notify",
     "setup_logging",
     "watch_signals",
+    "watch_supervisor",
 ]
 
 log = logging.getLogger("proto.role")
+
+SUPERVISOR_FD_ENV = "BOXMAKER_SUPERVISOR_FD"
+"""The read end of a pipe whose write end only `bxctl up` holds: EOF means it is gone."""
 
 StartRole = Callable[[trio.Nursery, trio.Event], Awaitable[str]]
 """Starts a role's servers and tasks in the nursery (each stopping once the event is
@@ -126,6 +132,45 @@ async def watch_signals(
                 force.cancel()
 
 
+async def watch_supervisor(fd: int, shutdown: trio.Event) -> None:
+    """Set `shutdown` once the `bxctl up` that started this role is gone.
+
+    A role under `bxctl up` runs in a session of its own (Ctrl-C reaches bxctl only,
+    which stops each role once), so when bxctl is killed no signal reaches the role:
+    it would run on, orphaned, holding the home's sockets, and the next `bxctl up`
+    would refuse to start. bxctl holds the only write end of the pipe: the kernel
+    closes it when bxctl dies, however it dies, and the read end sees EOF.
+    """
+    os.set_blocking(fd, False)
+    try:
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                if not os.read(fd, 64):
+                    break
+            except BlockingIOError:
+                continue
+    finally:
+        os.close(fd)
+    if not shutdown.is_set():
+        log.warning("the bxctl up that started this role is gone; draining")
+        shutdown.set()
+
+
+def _supervisor_fd() -> int | None:
+    """The pipe `bxctl up` passed (and the variable removed), or None."""
+    given = os.environ.pop(SUPERVISOR_FD_ENV, None)
+    if given is None:
+        return None
+    try:
+        fd = int(given)
+        os.fstat(fd)
+    except (ValueError, OSError):
+        log.warning("ignoring %s=%s: not an open file descriptor", SUPERVISOR_FD_ENV, given)
+        return None
+    return fd
+
+
 async def run_role(
     start: StartRole,
     *,
@@ -143,6 +188,8 @@ async def run_role(
     shutdown = trio.Event()
     async with trio.open_nursery() as root:
         await root.start(watch_signals, shutdown, root.cancel_scope)
+        if (fd := _supervisor_fd()) is not None:
+            root.start_soon(watch_supervisor, fd, shutdown)
         async with trio.open_nursery() as work:
             status = await start(work, shutdown)
             sd_notify("READY=1", f"STATUS={status}")

@@ -134,6 +134,7 @@ async def _spawn(
     env: dict[str, str],
     notify: trio.socket.SocketType | None = None,
 ) -> _Child:
+    lifeline = env.get(proto.SUPERVISOR_FD_ENV)
     process = await trio.lowlevel.open_process(
         command,
         stdin=subprocess.DEVNULL,
@@ -141,6 +142,7 @@ async def _spawn(
         stdout=subprocess.DEVNULL,
         env=env,
         start_new_session=True,  # Ctrl-C reaches bxctl only; bxctl stops each child once
+        pass_fds=(int(lifeline),) if lifeline is not None else (),
     )
     print(f"bxctl: started {name} (pid {process.pid})", file=sys.stderr, flush=True)
     child = _Child(name, process, notify)
@@ -294,6 +296,10 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
         )
     notify_dir = Path(tempfile.mkdtemp(prefix="bxup", dir="/tmp"))
     children: list[_Child] = []
+    # Each role watches the read end; bxctl alone holds the write end (not inherited), so
+    # a bxctl killed (SIGKILL, a closed terminal) stops its roles instead of orphaning them.
+    lifeline, lifeline_write = os.pipe()
+    lifeline_env = {proto.SUPERVISOR_FD_ENV: str(lifeline)}
     try:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
@@ -306,12 +312,12 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
                         loopd_env[proto.EMBEDDED_URL_ENV] = url
                         starters.append(partial(_restart_model, nursery, home, url))
                     for role in ROLES:
-                        extra = loopd_env if role == "loopd" else {}
+                        extra = {**lifeline_env, **(loopd_env if role == "loopd" else {})}
                         start = partial(_start, nursery, role, home, notify_dir, extra)
                         children.append(await start())
                         starters.append(start)
                     if bridge_configured(home):
-                        start = partial(_start, nursery, BRIDGE, home, notify_dir, {})
+                        start = partial(_start, nursery, BRIDGE, home, notify_dir, lifeline_env)
                         try:
                             children.append(await start())
                             starters.append(start)
@@ -337,6 +343,8 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
                 nursery.cancel_scope.cancel()
     finally:
         shutil.rmtree(notify_dir, ignore_errors=True)
+        os.close(lifeline)
+        os.close(lifeline_write)
     return code
 
 
