@@ -303,6 +303,40 @@ def test_bxctl_up_runs_the_embedded_model(short_dir: Path) -> None:
     assert up.returncode == 0
 
 
+def test_a_killed_bxctl_up_takes_the_embedded_model_with_it(short_dir: Path) -> None:
+    home = short_dir / "home"
+    init = [sys.executable, "-m", "bxctl", "init", "--home", str(home)]
+    assert subprocess.run(init, timeout=60).returncode == 0
+    up = subprocess.Popen(
+        [sys.executable, "-m", "bxctl", "up", "--home", str(home)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started: dict[str, int] = {}
+    try:
+        assert up.stderr is not None
+        for line in up.stderr:
+            if line.startswith("bxctl: started "):  # bxctl: started model (pid 4997)
+                name, _, pid = line.removeprefix("bxctl: started ").partition(" (pid ")
+                started[name] = int(pid.rstrip(")\n"))
+            if "boxmaker is up" in line:
+                break
+        else:
+            pytest.fail("bxctl up stopped before it was up")
+    finally:
+        up.kill()  # SIGKILL: bxctl stops nothing itself
+        up.wait(timeout=60)
+        if up.stderr:
+            up.stderr.close()
+    assert set(started) == {"model", "memoryd", "brokerd", "loopd"}
+    deadline = time.monotonic() + CAP_S
+    alive = set(started)
+    while alive and time.monotonic() < deadline:
+        alive = {name for name in alive if Path(f"/proc/{started[name]}").exists()}
+        time.sleep(0.1)
+    assert not alive, "orphaned by a killed bxctl up"
+
+
 def test_the_prompt_holds_the_messages_as_they_were_said() -> None:
     # llama-cpp-python's tool-calling ChatML template HTML-escapes what it renders: the
     # model read `I&#39;m` and wrote it back. The embedded server's format writes the bytes.

@@ -12,8 +12,13 @@ template writes them byte for byte. Run only in the model server's own process.
 from __future__ import annotations
 
 import importlib
+import os
+import signal
+import threading
 from collections.abc import Callable
 from typing import Any
+
+from proto import SUPERVISOR_FD_ENV
 
 __all__ = ["CHAT_FORMAT", "as_written", "main"]
 
@@ -56,8 +61,32 @@ def register() -> None:
     formats.register_chat_completion_handler(CHAT_FORMAT)(chatml_tools)
 
 
+def watch_supervisor() -> None:
+    """Stop (SIGTERM, which the server drains on) once the `bxctl up` that started it dies.
+
+    As each role does (`proto.run_role`): bxctl holds the only write end of the pipe
+    whose read end `SUPERVISOR_FD_ENV` names, so its death, however it dies, is an EOF.
+    """
+    given = os.environ.pop(SUPERVISOR_FD_ENV, None)
+    if given is None:
+        return
+    try:
+        fd = int(given)
+        os.fstat(fd)
+    except (ValueError, OSError):
+        return
+
+    def wait() -> None:
+        while os.read(fd, 64):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait, name="supervisor", daemon=True).start()
+
+
 def main() -> None:
-    """Run llama-cpp-python's server with `CHAT_FORMAT` known."""
+    """Run llama-cpp-python's server with `CHAT_FORMAT` known, while bxctl lives."""
+    watch_supervisor()
     register()
     server: Any = importlib.import_module("llama_cpp.server.__main__")
     server.main()

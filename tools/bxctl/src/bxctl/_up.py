@@ -215,13 +215,13 @@ async def _start(
 
 
 async def _start_model(
-    nursery: trio.Nursery, home: Path, *, port: int | None = None
+    nursery: trio.Nursery, home: Path, extra_env: dict[str, str], *, port: int | None = None
 ) -> tuple[_Child, str]:
     gguf = find_gguf()
     port = port or free_port()
     url = f"http://127.0.0.1:{port}/v1"
     command = server_command(gguf, port, context_tokens(home))
-    child = await _spawn(nursery, "model", command, dict(os.environ))
+    child = await _spawn(nursery, "model", command, {**os.environ, **extra_env})
     child.show = worth_showing
     print(f"bxctl: loading the embedded demo model ({gguf.name}) …", file=sys.stderr, flush=True)
     async with httpx.AsyncClient(timeout=2.0) as http:
@@ -307,10 +307,10 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
                     loopd_env: dict[str, str] = {}
                     starters: list[Callable[[], Awaitable[_Child]]] = []
                     if embedded_configured(home):
-                        model, url = await _start_model(nursery, home)
+                        model, url = await _start_model(nursery, home, lifeline_env)
                         children.append(model)
                         loopd_env[proto.EMBEDDED_URL_ENV] = url
-                        starters.append(partial(_restart_model, nursery, home, url))
+                        starters.append(partial(_restart_model, nursery, home, lifeline_env, url))
                     for role in ROLES:
                         extra = {**lifeline_env, **(loopd_env if role == "loopd" else {})}
                         start = partial(_start, nursery, role, home, notify_dir, extra)
@@ -348,10 +348,12 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
     return code
 
 
-async def _restart_model(nursery: trio.Nursery, home: Path, url: str) -> _Child:
+async def _restart_model(
+    nursery: trio.Nursery, home: Path, extra_env: dict[str, str], url: str
+) -> _Child:
     """The embedded model again, on the port loopd already knows."""
     port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
-    child, _ = await _start_model(nursery, home, port=port)
+    child, _ = await _start_model(nursery, home, extra_env, port=port)
     return child
 
 
