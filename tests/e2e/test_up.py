@@ -110,6 +110,26 @@ def test_a_killed_up_takes_its_roles_with_it_and_the_next_up_starts(
         assert again.stop() == 0, "\n".join(again.lines)
 
 
+def test_a_second_up_on_a_running_home_says_so_and_leaves_it_running(
+    short_dir: Path, model: ScriptedModel
+) -> None:
+    home = short_dir / "home"
+    assert bxctl("init", "--home", str(home), "--model-url", model.url).returncode == 0
+    up = Up(home)
+    try:
+        up.wait_for("boxmaker is up")
+        second = bxctl("up", "--home", str(home))
+        assert second.returncode == 1
+        assert second.stderr.startswith(f"bxctl: boxmaker is already running on {home} (")
+        assert f"Use it (`bxctl chat --home {home}`)" in second.stderr
+        assert "bxctl: started" not in second.stderr  # nothing was started
+        model.steps.append(Step(text="Still here."))
+        chat = bxctl("chat", "--home", str(home), "--message", "hello")
+        assert chat.stdout.strip() == "Still here.", chat.stderr
+    finally:
+        assert up.stop() == 0, "\n".join(up.lines)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -286,8 +287,29 @@ def _banner(home: Path) -> str:
     return "\n".join(rows)
 
 
+def _served(home: Path) -> Path | None:
+    """A socket of the home that a live process answers on, if any (blocking, brief)."""
+    for spec in proto.SOCKETS:
+        path = Sockets(home).path(spec)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(0.5)
+            try:
+                probe.connect(os.fspath(path))
+            except OSError:
+                continue
+        return path
+    return None
+
+
 async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
     """Start the three roles and supervise them until a signal, or one keeps dying."""
+    served = _served(home)
+    if served is not None:
+        raise CommandError(
+            f"boxmaker is already running on {home} ({served} answers): another `bxctl up`, "
+            f"or roles started another way. Use it (`{_chat_command(home)}`), or stop it "
+            "first (Ctrl-C in its terminal)"
+        )
     if not (home / "config" / "memoryd.toml").exists():
         created = init_home(home)
         print(
