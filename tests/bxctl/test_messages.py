@@ -7,6 +7,7 @@ and its exit code.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,31 @@ def test_config_set_refuses_what_the_role_would_refuse(home: Path) -> None:
     assert done.stderr.startswith("bxctl: loopd would refuse model.max_steps = 0: expected `int`")
     assert done.stderr.endswith("; nothing was changed\n")
     assert toml.read_text() == before
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://10.0.0.2/v1", "http://", "http://a b/v1"])
+def test_a_model_url_is_refused_in_words_unless_http_or_embedded(home: Path, url: str) -> None:
+    toml = home / "config" / "loopd.toml"
+    before = toml.read_text()
+    done = bxctl("config", "set", "model.url", url, "--home", str(home))
+    assert done.stderr == (
+        f"bxctl: loopd would refuse model.url = {url}: expected an http:// or https:// URL, "
+        'or "embedded" - at `$.model.url`; nothing was changed\n'
+    )
+    assert done.returncode == 1
+    assert toml.read_text() == before
+    # loopd itself, started on such a file, says the same
+    toml.write_text(re.sub(r"(?m)^url = .*$", f"url = {url!r}", before, count=1))
+    started = subprocess.run(
+        [sys.executable, "-m", "loopd", "serve", "--config", str(toml)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert started.returncode == 1
+    assert 'Expected an http:// or https:// URL, or "embedded" - at `$.model.url`' in (
+        started.stderr
+    )
 
 
 def test_an_unknown_key_suggests_the_nearest_and_an_ambiguous_one_asks_which(home: Path) -> None:

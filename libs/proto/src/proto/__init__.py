@@ -29,6 +29,7 @@ from ._config import NeedsOwner as NeedsOwner
 from ._config import PathsSection as PathsSection
 from ._config import StartFailed as StartFailed
 from ._config import config_home as config_home
+from ._config import config_problem as config_problem
 from ._config import home_path as home_path
 from ._config import peers_of as peers_of
 from ._config import read_config as read_config

@@ -12,12 +12,14 @@ from ._sockets import Socket
 
 __all__ = [
     "NEEDS_OWNER_EXIT",
+    "PATTERN_MEANINGS",
     "ConfigError",
     "ConfigSection",
     "NeedsOwner",
     "PathsSection",
     "StartFailed",
     "config_home",
+    "config_problem",
     "home_path",
     "peers_of",
     "read_config",
@@ -58,6 +60,18 @@ class NeedsOwner(StartFailed):
     """The role stops, at start or later, until the owner fixes what the message says."""
 
 
+PATTERN_MEANINGS: dict[str, str] = {}
+"""What a config value's pattern asks for, in words (filled where the patterns are)."""
+
+
+def config_problem(exc: msgspec.ValidationError | msgspec.DecodeError) -> str:
+    """The decoder's sentence for a config, with a pattern said in words, not as a regex."""
+    text = str(exc)
+    for pattern, meaning in PATTERN_MEANINGS.items():
+        text = text.replace(f"`str` matching regex {pattern!r}", meaning)
+    return text
+
+
 def read_config(path: Path, config_type: type[C]) -> C:
     """Decode a role's TOML file into its Struct; unknown keys fail with their path."""
     try:
@@ -67,7 +81,7 @@ def read_config(path: Path, config_type: type[C]) -> C:
     try:
         return msgspec.toml.decode(raw, type=config_type)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise ConfigError(f"config {path}: {exc}") from exc
+        raise ConfigError(f"config {path}: {config_problem(exc)}") from exc
 
 
 def config_home(configured: str | None, config_dir: Path) -> Path:

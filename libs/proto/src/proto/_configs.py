@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from ._config import ConfigSection, PathsSection
+from ._config import PATTERN_MEANINGS, ConfigSection, PathsSection
 from ._home import DEFAULT_DRAIN_S
 from ._label import Class
 
@@ -43,6 +43,12 @@ EMBEDDED = "embedded"
 
 EMBEDDED_URL_ENV = "BOXMAKER_EMBEDDED_MODEL_URL"
 """Where `bxctl up` tells loopd the embedded model's address."""
+
+_HTTP_URL = r"https?://[^\s/]+(/\S*)?"
+URL_PATTERN = rf"^{_HTTP_URL}$"
+MODEL_URL_PATTERN = rf"^({EMBEDDED}|{_HTTP_URL})$"
+PATTERN_MEANINGS[URL_PATTERN] = "an http:// or https:// URL"
+PATTERN_MEANINGS[MODEL_URL_PATTERN] = f'an http:// or https:// URL, or "{EMBEDDED}"'
 
 
 # -- memoryd.toml (spec §11) -----------------------------------------------------------
@@ -158,9 +164,9 @@ class BrokerdConfig(ConfigSection, frozen=True, kw_only=True):
 class LoopdModel(ConfigSection, frozen=True, kw_only=True):
     """`[model]`: an OpenAI-compatible chat completions server."""
 
-    url: str = EMBEDDED
-    """The server's OpenAI-compatible base URL, or "embedded": the demo model `bxctl up`
-    runs, whose address it passes in `$BOXMAKER_EMBEDDED_MODEL_URL`."""
+    url: Annotated[str, msgspec.Meta(pattern=MODEL_URL_PATTERN)] = EMBEDDED
+    """The server's OpenAI-compatible base URL (http or https), or "embedded": the demo
+    model `bxctl up` runs, whose address it passes in `$BOXMAKER_EMBEDDED_MODEL_URL`."""
     model: str = "local"
     api_key_env: str | None = None
     context_tokens: PositiveCount = 8192
@@ -226,7 +232,9 @@ class LoopdConfig(ConfigSection, frozen=True, kw_only=True):
 
 # -- mattermost.toml (issue 15; docs/mattermost.md) ------------------------------------
 
-MattermostId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9]{26}$")]
+MATTERMOST_ID_PATTERN = r"^[a-z0-9]{26}$"
+PATTERN_MEANINGS[MATTERMOST_ID_PATTERN] = "a Mattermost id (26 lowercase letters and digits)"
+MattermostId = Annotated[str, msgspec.Meta(pattern=MATTERMOST_ID_PATTERN)]
 """A Mattermost id (user, channel, post): 26 lowercase letters and digits."""
 
 
@@ -237,7 +245,7 @@ class MattermostServer(ConfigSection, frozen=True, kw_only=True):
     (relative to this file's folder).
     """
 
-    url: Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s/]+(/\S*)?$")]
+    url: Annotated[str, msgspec.Meta(pattern=URL_PATTERN)]
     token_file: str
     timeout_s: PositiveSeconds = 30.0
     heartbeat_s: PositiveSeconds = 30.0

@@ -135,7 +135,8 @@ def set_value(home: Path, key: str, value: str) -> int:
         msgspec.toml.decode(text.encode(), type=KINDS[role])
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise CommandError(
-            f"{role} would refuse {key} = {inline(value)}: {proto.lower_first(str(exc))}; "
+            f"{role} would refuse {key} = {inline(value)}: "
+            f"{proto.lower_first(proto.config_problem(exc))}; "
             "nothing was changed"
         ) from None
     proto.write_atomically(path, text.encode())
