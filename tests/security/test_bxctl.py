@@ -228,7 +228,7 @@ async def test_chat_asks_inline_with_the_exact_arguments(
 
     await serve(nursery, short_dir, proto.OWNER_LOOP, fake_loopd(turn_events(), waits=decided))
     await serve(nursery, short_dir, proto.OWNER_BROKER, brokerd)
-    monkeypatch.setattr(sys, "stdin", io.StringIO("hello\nn\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"hello\nn\n")))
     assert await run("chat", "--home", str(short_dir)) == 0
     out = printed(capsys)
     check_turn(out)
