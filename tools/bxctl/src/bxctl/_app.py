@@ -27,7 +27,7 @@ app = App(
     "names another home, before or after the command.",
     backend="trio",
     version="0.1.0",
-    help_format="plaintext",
+    help_format="markdown",
 )
 
 Home = Annotated[Path | None, Parameter(help=HOME_HELP)]

@@ -20,10 +20,10 @@ ROOT_HELP = "\n".join(
     [
         "Usage: bxctl COMMAND",
         "",
-        "The owner's command line for boxmaker, a personal AI agent on your own machine.",
+        "The owner's command line for boxmaker, a personal AI agent on your own machine. ",
         "",
-        "Start here: `bxctl up` runs everything (it makes a home in ~/.boxmaker the first",
-        "time), then `bxctl chat` in another terminal talks to it. --home (or ",
+        "Start here: bxctl up runs everything (it makes a home in ~/.boxmaker the first  ",
+        "time), then bxctl chat in another terminal talks to it. --home (or              ",
         "$BOXMAKER_HOME) names another home, before or after the command.",
         "",
         "╭─ Commands ───────────────────────────────────────────────────────────────────╮",
