@@ -206,6 +206,13 @@ def test_an_argument_with_escapes_is_shown_rendered_once(home: Path) -> None:
     assert done.stderr.startswith(f"bxctl: no setting {shown};"), done.stderr
 
 
+def test_a_long_mistyped_id_is_repeated_short(home: Path) -> None:
+    given = "chat-" + "k" * 5000
+    done = bxctl("sessions", "show", given, "--home", str(home))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"bxctl: no session {given[:64]}… (5,005 characters) in ")
+
+
 def test_chat_with_an_unknown_session_does_not_start_one(home: Path) -> None:
     done = bxctl("chat", "--session", "chat-typo", "-m", "hi", "--home", str(home))
     assert done.returncode == 1

@@ -24,6 +24,7 @@ __all__ = [
     "ask",
     "ask_now",
     "bxctl",
+    "clipped",
     "given_home",
     "home_of",
     "inline",
@@ -189,6 +190,17 @@ def print_json(value: object) -> None:
     text = msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
     shown = "".join(_json_escape(c) if c != "\n" and proto.revealed(c) else c for c in text)
     sys.stdout.write(shown + "\n")
+
+
+SHOWN = 64
+"""How much of a mistyped id an error repeats."""
+
+
+def clipped(text: str) -> str:
+    """`text`, or its start and its length when it is longer than an id could be."""
+    if len(text) <= SHOWN:
+        return text
+    return f"{text[:SHOWN]}… ({len(text):,} characters)"
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:

@@ -31,7 +31,7 @@ def resolve_session(home: Path, given: str) -> str:
     as pasted) is enough. An id nothing starts with is a `CommandError` pointing at
     `bxctl sessions list`, never a new session under a mistyped name.
     """
-    from ._common import bxctl
+    from ._common import bxctl, clipped
 
     text = given.strip().rstrip("…").rstrip(".")
     root = home / "sessions"
@@ -43,10 +43,10 @@ def resolve_session(home: Path, given: str) -> str:
         return matches[0]
     listing = f"`{bxctl('sessions list')}` shows them"
     if not matches:
-        raise CommandError(f"no session {given} in {home}; {listing}")
+        raise CommandError(f"no session {clipped(given)} in {home}; {listing}")
     shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
     raise CommandError(
-        f"{given} is the start of {len(matches)} sessions ({shown}); give more of it"
+        f"{clipped(given)} is the start of {len(matches)} sessions ({shown}); give more of it"
     )
 
 
