@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import msgspec
+import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -103,15 +104,28 @@ def test_any_log_once_its_calls_are_answered_is_what_a_strict_server_accepts(
     assert kept == [r for r in answered if not isinstance(r, ToolResultRecord)]
 
 
+@pytest.mark.parametrize(
+    ("state", "fate"),
+    [
+        (
+            proto.CallStateReply(state="finished", status="ok"),
+            "it ran (its status: ok), but its result was lost",
+        ),
+        (
+            proto.CallStateReply(state="unknown"),
+            "brokerd has no record of running it, so it did not run",
+        ),
+    ],
+)
 async def test_a_bricked_session_goes_on_with_a_strict_server(
-    nursery: trio.Nursery, short_dir: Path
+    nursery: trio.Nursery, short_dir: Path, state: proto.CallStateReply, fate: str
 ) -> None:
     # A session as a kill left it: a memory call waiting for approval, never answered,
     # and then two of the owner's messages whose turns failed (HTTP 400 each).
     with serve_scripted_model(Step(text="Back again.")) as model, trio.fail_after(CAP_S):
         h = await start_harness(nursery, short_dir, model.url)
         opened = await open_session(h.chat)
-        h.brokerd.states["call_0"] = proto.CallStateReply(state="finished", status="ok")
+        h.brokerd.states["call_0"] = state
         store = SessionStore(h.home / "sessions")
         session = store.load(opened.session)
         session.append(user("remember UTC"))
@@ -127,8 +141,7 @@ async def test_a_bricked_session_goes_on_with_a_strict_server(
     assert sent[3]["tool_call_id"] == "call_0"
     assert sent[3]["content"] == (
         "error: interrupted: this call did not finish (the owner cancelled the turn, or "
-        "boxmaker stopped or a role restarted, before its result came back); it ran (its "
-        "status: ok), but its result was lost"
+        f"boxmaker stopped or a role restarted, before its result came back); {fate}"
     )
     log = (h.home / "sessions" / opened.session / proto.LOG_FILE).read_text().splitlines()
     recorded = json.loads(log[4])

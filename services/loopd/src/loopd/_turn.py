@@ -159,7 +159,7 @@ async def call_fate(broker_socket: Path, session: str, call_id: str) -> str:
 
 CALL_STATE_DEADLINE_S = 10.0
 _FATES = {
-    "unknown": "brokerd never received it, so it did not run",
+    "unknown": "brokerd has no record of running it, so it did not run",
     "denied": "brokerd denied it, so it did not run",
     "refused": "brokerd refused it, so it did not run",
     "started": "it was running and may have run",
