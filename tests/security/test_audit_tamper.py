@@ -228,6 +228,52 @@ async def test_tampering_is_found_before_and_after_a_restart(
     assert f"(runbook: {AUDIT_TAMPERED})" in home.log()
 
 
+# Tampering whose trace a later append could cover: the head (which every append
+# rewrites) and a log cut back to a head's count. The chain breaks of the other kinds stay
+# in the log whatever is appended.
+COVERABLE = ["replace-the-head", "replace-the-head-with-garbage", "delete-the-head", "truncate"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", COVERABLE)
+async def test_tampering_is_not_healed_by_the_next_record_while_brokerd_runs(
+    started: BrokerdHome, kind: str
+) -> None:
+    """Nobody verifies between the tampering and the next call: the break must still show."""
+    home = started
+    await write_some_records(home)
+    TAMPERING[kind](home)
+    notes = home.base / "notes"
+    reply = await home.answer(request("list_dir", {"path": str(notes)}, call="c9"))
+    assert reply.status == "ok"  # brokerd goes on recording
+    running = await home.verify()
+    assert not running.ok, running
+    assert f"(runbook: {AUDIT_TAMPERED})" in home.log()
+    ready = home.restart().ready
+    assert ready is not None
+    assert f"the audit log is broken (runbook: {AUDIT_TAMPERED})" in ready
+    assert not (await home.verify()).ok
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", COVERABLE)
+async def test_a_break_found_by_verify_is_kept_while_brokerd_runs(
+    started: BrokerdHome, kind: str
+) -> None:
+    home = started
+    await write_some_records(home)
+    TAMPERING[kind](home)
+    first = await home.verify()
+    assert not first.ok
+    notes = home.base / "notes"
+    for call in ("c8", "c9"):
+        assert (await home.answer(request("list_dir", {"path": str(notes)}, call=call))).status
+    again = await home.verify()
+    assert not again.ok, again
+    assert first.broken_at is not None
+    assert again.broken_at is not None
+
+
 async def test_an_untouched_log_stays_intact_across_restarts(started: BrokerdHome) -> None:
     count = await write_some_records(started)
     ready = started.restart().ready

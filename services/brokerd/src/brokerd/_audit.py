@@ -21,7 +21,9 @@ labels of the results it sent.
 
 `verify` walks the log again and checks it against the head on disk and against what
 this brokerd wrote last (its count and last MAC, in memory), which also catches a log
-and head both put back to an earlier copy while brokerd runs.
+and head both put back to an earlier copy while brokerd runs. A running brokerd keeps
+what it finds as a start does, in the head, and so does an append that finds the head
+on disk is not the one it wrote last: the next record's head must not cover a break.
 """
 
 from __future__ import annotations
@@ -304,6 +306,8 @@ class Audit:
             await trio.to_thread.run_sync(self._append_now, record, now)
 
     def _append_now(self, record: AuditRecord, now: datetime) -> None:
+        if self._broken is None and (problem := self._head_problem()) is not None:
+            self._keep(problem)
         chained = msgspec.structs.replace(record, prev=self._last)
         signed = msgspec.structs.replace(chained, mac=proto.audit_mac(self._key, chained))
         line = _encoder.encode(signed)
@@ -351,34 +355,62 @@ class Audit:
             return await trio.to_thread.run_sync(self.verify_now)
 
     def verify_now(self) -> Verdict:
-        """`verify`, blocking; the caller keeps writers out."""
+        """`verify`, blocking; the caller keeps writers out.
+
+        What it finds is kept in the head (as a start keeps it), so that the next append,
+        which rewrites the head, cannot make the log verify again.
+        """
         walk = _walk(self.directory, self._key)
-        if walk.broken is not None:
-            return Verdict(records=walk.records, broken_at=walk.broken)
-        if self._broken is not None:
+        found = walk.broken
+        if found is None and self._broken is not None:
             return Verdict(records=walk.records, broken_at=self._broken)
-        if walk.records != self._count:
+        if found is None and walk.records != self._count:
             more = "added that brokerd did not write"
             less = "removed from its end"
-            return Verdict(
-                records=walk.records,
-                broken_at=f"the log holds {_records(walk.records)} but brokerd has written "
-                f"{self._count:,}: records were {less if walk.records < self._count else more}",
+            found = (
+                f"the log holds {_records(walk.records)} but brokerd has written "
+                f"{self._count:,}: records were {less if walk.records < self._count else more}"
             )
-        if walk.last != self._last:
-            return Verdict(
-                records=walk.records,
-                broken_at=f"{walk.last_where}: it is not the record brokerd wrote last (it was "
-                "changed, or the log was replaced)",
+        if found is None and walk.last != self._last:
+            found = (
+                f"{walk.last_where}: it is not the record brokerd wrote last (it was "
+                "changed, or the log was replaced)"
             )
+        if found is None:
+            found = self._head_problem()
+        if found is None:
+            return Verdict(records=walk.records)
+        if self._broken is None:
+            self._keep(found)
+            try:
+                proto.write_atomically(self.head_path, _encoder.encode(self._head()))
+            except OSError as exc:
+                log.error(
+                    "the finding could not be kept in the audit head: %s (runbook: %s)",
+                    exc,
+                    AUDIT_UNWRITABLE,
+                )
+        return Verdict(records=walk.records, broken_at=found)
+
+    def _head_problem(self) -> str | None:
+        """What is wrong with the head on disk, compared with the one written last; or None.
+
+        Raises:
+            OSError: it exists but cannot be read.
+        """
         head, problem = self._read_head()
         if problem is not None:
-            return Verdict(records=walk.records, broken_at=problem)
+            return problem
         if head != self._head():
             missing = head is None
-            return Verdict(
-                records=walk.records,
-                broken_at=f"the head file {self.head_path} "
-                + ("is missing" if missing else "is not the one brokerd wrote last (replaced)"),
+            return f"the head file {self.head_path} " + (
+                "is missing" if missing else "is not the one brokerd wrote last (replaced)"
             )
-        return Verdict(records=walk.records)
+        return None
+
+    def _keep(self, finding: str) -> None:
+        """Keep a break found while running, as a start keeps one: in every head from now on."""
+        log.warning(
+            "the audit log is not as brokerd wrote it: %s (runbook: %s)", finding, AUDIT_TAMPERED
+        )
+        self._broken = f"found on {proto.utc_stamp()} while brokerd ran: {finding}"
