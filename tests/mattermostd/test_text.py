@@ -10,10 +10,14 @@ from hypothesis import strategies as st
 
 import proto
 from mattermostd._text import (
+    APPROVAL_POST_CHARS,
     MAX_POST_CHARS,
+    OUTCOME_CHARS,
     Decision,
     Reply,
     approval_message,
+    approval_posts,
+    outcome_span,
     parse_decision,
     split_message,
 )
@@ -52,6 +56,40 @@ def test_the_approval_shows_the_exact_arguments_in_a_block_nothing_closes(text: 
     fence = re.search(r"^(`{3,})json$", message, re.MULTILINE)
     assert fence is not None
     assert fence.group(1) not in body  # no run of backticks in it is as long as the fence
+
+
+LONG_TEXT = st.tuples(ANY_TEXT, st.integers(1, 600)).map(lambda t: t[0] * t[1])
+"""Up to 48,000 characters, often runs of backslashes, backticks or invisible ones."""
+
+
+@settings(max_examples=150, deadline=None)
+@given(LONG_TEXT, st.booleans())
+def test_arguments_too_long_for_one_post_are_split_into_parts_that_join_exactly(
+    text: str, again: bool
+) -> None:
+    posts = approval_posts(approval(text, untrusted=True), again=again)
+    head, parts = posts[0], posts[1:]
+    assert len(head) <= APPROVAL_POST_CHARS  # room for the decision and the outcome
+    assert all(len(post) <= MAX_POST_CHARS for post in posts)
+    assert "untrusted content" in head
+    if not parts:
+        assert head == approval_message(approval(text, untrusted=True), again=again)
+        return
+    assert f"they follow in {len(parts)} posts" in head
+    assert proto.from_terminal("".join(fenced_body(part) for part in parts)) == text
+
+
+def test_an_approval_that_fits_is_one_post() -> None:
+    assert approval_posts(approval("{}")) == [approval_message(approval("{}"))]
+
+
+@given(ANY_TEXT, st.integers(1, 400))
+def test_an_outcome_shows_a_reason_or_result_on_one_line_in_bounded_length(
+    text: str, times: int
+) -> None:
+    span = outcome_span(text * times)
+    assert "\n" not in span
+    assert len(span) <= 12 * OUTCOME_CHARS  # each character at most a `\u{…}` code
 
 
 def test_the_taint_warning_is_there_only_for_an_untrusted_session() -> None:

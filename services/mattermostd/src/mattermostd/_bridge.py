@@ -61,7 +61,8 @@ from ._text import (
     MAX_POST_CHARS,
     Decision,
     Reply,
-    approval_message,
+    approval_posts,
+    outcome_span,
     parse_decision,
     split_message,
 )
@@ -310,7 +311,12 @@ class Bridge:
 
     async def _on_reaction(self, reaction: Reaction) -> None:
         approval = next(
-            (a for a in self.state.approvals.values() if reaction.post_id in a.post_ids), None
+            (
+                a
+                for a in self.state.approvals.values()
+                if reaction.post_id in a.post_ids or reaction.post_id in a.part_ids
+            ),
+            None,
         )
         if approval is None:
             return
@@ -329,7 +335,7 @@ class Bridge:
     async def _check_reactions(self) -> None:
         """Reactions made while the stream was down: each open approval post's."""
         for approval in list(self.state.approvals.values()):
-            for post_id in list(approval.post_ids):
+            for post_id in [*approval.post_ids, *approval.part_ids]:
                 for reaction in await self.api.reactions(post_id):
                     await self._on_reaction(reaction)
 
@@ -354,7 +360,7 @@ class Bridge:
 
     async def _announce_now(self, approval: PendingApproval, channel: str, again: bool) -> None:
         root = approval.session.removeprefix("mm-")
-        message = approval_message(approval, again=again)
+        message, *parts = approval_posts(approval, again=again)
         known = self.state.approvals.get(approval.id)
         if known is None:
             known = OpenApproval(
@@ -371,6 +377,12 @@ class Bridge:
         )
         known.post_ids.append(post.id)
         self.save()
+        for part in parts:
+            post = await self._retrying(
+                partial(self._post, channel, root, part, props={APPROVAL_PROP: approval.id})
+            )
+            known.part_ids.append(post.id)
+            self.save()
 
     async def _decide(self, approval: OpenApproval, decision: Decision, *, how: str) -> None:
         """Send the owner's decision to brokerd and say it on the approval posts."""
@@ -380,7 +392,7 @@ class Bridge:
                 await proto.call(self.s.broker_socket, request, Ok)
         except proto.RemoteError as exc:
             text = (
-                f"**Not recorded:** {proto.code_span(exc.error.message)} (it may have been "
+                f"**Not recorded:** {outcome_span(exc.error.message)} (it may have been "
                 "decided already, from bxctl, or have timed out)."
             )
         except (proto.Unreachable, proto.ProtocolError, OSError, trio.TooSlowError) as exc:
@@ -397,7 +409,7 @@ class Bridge:
             return
         else:
             word = "Approved" if decision.approve else "Denied"
-            reason = f", reason {proto.code_span(decision.reason)}" if decision.reason else ""
+            reason = f", reason {outcome_span(decision.reason)}" if decision.reason else ""
             text = (
                 f"**{word}** by {proto.code_span(self.s.owner_name)} in Mattermost "
                 f"({how}{reason}), {proto.utc_stamp()}."
@@ -405,7 +417,10 @@ class Bridge:
             log.info("approval %s %s from Mattermost", approval.id, word.lower())
         approval.decided = text
         self.save()
-        await self._show_approval(approval, text)
+        try:
+            await self._show_approval(approval, text)
+        except Rejected as exc:
+            log.warning("cannot show the decision on approval %s: %s", approval.id, exc)
 
     async def _show_approval(self, approval: OpenApproval, outcome: str) -> None:
         message = f"{approval.message}\n\n{outcome}"
@@ -422,11 +437,11 @@ class Bridge:
             return
         self.save()
         if result.status == "denied":
-            ran = f"The call did not run: {proto.code_span(result.content)}"
+            ran = f"The call did not run: {outcome_span(result.content)}"
         elif result.status == "ok":
             ran = "The call ran."
         else:
-            ran = f"The call ran and failed: {proto.code_span(result.content)}"
+            ran = f"The call ran and failed: {outcome_span(result.content)}"
         decided = approval.decided or "**Decided outside Mattermost** (bxctl, or it timed out)."
         try:
             await self._show_approval(approval, f"{decided}\n{ran}")

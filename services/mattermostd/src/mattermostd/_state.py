@@ -56,6 +56,9 @@ class OpenApproval(msgspec.Struct, kw_only=True):
     channel_id: str
     root_id: str
     post_ids: list[str] = msgspec.field(default_factory=list)
+    """The approval's posts (one per announcement), each edited to say what was decided."""
+    part_ids: list[str] = msgspec.field(default_factory=list)
+    """Posts with the rest of arguments too long for one post; a reaction on one counts."""
     message: str = ""
     """The approval post's text, to which the outcome is added."""
     decided: str = ""

@@ -22,12 +22,18 @@ __all__ = [
     "Decision",
     "Reply",
     "approval_message",
+    "approval_posts",
+    "outcome_span",
     "parse_decision",
     "split_message",
 ]
 
 MAX_POST_CHARS = 16_000
 """A post's longest message, under Mattermost's 16,383 characters (`PostMessageMaxRunesV2`)."""
+APPROVAL_POST_CHARS = MAX_POST_CHARS - 2_000
+"""The longest approval post: the decision and the call's outcome are added to it later."""
+OUTCOME_CHARS = 500
+"""How much of the owner's reason, or of a call's result, the approval post's outcome shows."""
 SHORT_CHARS = 160
 """How much of a call's arguments or result a tool line shows."""
 APPROVE_EMOJI = frozenset({"white_check_mark"})
@@ -148,15 +154,53 @@ def split_message(message: str, limit: int = MAX_POST_CHARS) -> list[str]:
 
 def approval_message(approval: PendingApproval, *, again: bool = False) -> str:
     """The approval post: the tool, the exact arguments, the taint warning, how to answer."""
+    lines = [
+        f"{_asking(approval, again)} with these arguments (the exact text; an invisible "
+        "character is shown as its code, `\\u{…}`):",
+        proto.code_block(approval.arguments, info="json"),
+        *_answering(approval, on=""),
+    ]
+    return "\n\n".join(lines)
+
+
+def approval_posts(approval: PendingApproval, *, again: bool = False) -> list[str]:
+    r"""The approval as posts: `approval_message`, or a head and the arguments in parts.
+
+    Arguments too long for one post (a memory text of invisible characters, each shown
+    as `\u{…}`, is eight times its length) follow the head in as many posts as they
+    need, each in its own block; the parts join into the exact text. Only the head is
+    edited when the approval is decided, so only it keeps room for that.
+    """
+    whole = approval_message(approval, again=again)
+    if len(whole) <= APPROVAL_POST_CHARS:
+        return [whole]
+    parts = _cut(approval.arguments, MAX_POST_CHARS - 200)
+    head = [
+        f"{_asking(approval, again)} with arguments too long for one post: they follow in "
+        f"{len(parts)} posts, in order, and together they are the exact text (each part "
+        "goes on where the one before it stopped, with no line break between them; an "
+        "invisible character is shown as its code, `\\u{…}`).",
+        *_answering(approval, on=" on any of its posts"),
+    ]
+    return [
+        "\n\n".join(head),
+        *(
+            f"Arguments of approval {proto.code_span(approval.id)}, part {number} of "
+            f"{len(parts)}:\n{proto.code_block(part, info='json')}"
+            for number, part in enumerate(parts, start=1)
+        ),
+    ]
+
+
+def _asking(approval: PendingApproval, again: bool) -> str:
     head = (
         "**Still waiting for your decision** (the Mattermost bridge restarted).\n" if again else ""
     )
-    lines = [
-        f"{head}**Approval needed:** boxmaker wants to run {proto.code_span(approval.tool)} "
-        "with these arguments (the exact text; an invisible character is shown as its "
-        "code, `\\u{…}`):",
-        proto.code_block(approval.arguments, info="json"),
-    ]
+    return f"{head}**Approval needed:** boxmaker wants to run {proto.code_span(approval.tool)}"
+
+
+def _answering(approval: PendingApproval, *, on: str) -> list[str]:
+    lines = []
     if approval.taint.untrusted:
         lines.append(
             "**Careful:** this session has read untrusted content (a fetched page, a file, "
@@ -164,10 +208,47 @@ def approval_message(approval: PendingApproval, *, again: bool = False) -> str:
         )
     lines.append(
         "Reply **yes** or **no** (a reason may follow) in this thread, or react "
-        f":white_check_mark: or :x:. Approval {proto.code_span(approval.id)}, session "
+        f":white_check_mark: or :x:{on}. Approval {proto.code_span(approval.id)}, session "
         f"{proto.code_span(approval.session)}, asked {approval.time}."
     )
-    return "\n\n".join(lines)
+    return lines
+
+
+def _cut(text: str, limit: int) -> list[str]:
+    """`text` in pieces, each shown by `proto.code_block` in at most `limit` characters.
+
+    A piece never ends in a backslash, so the pieces shown one by one read exactly as
+    the whole would: `for_terminal` doubles a backslash according to what follows it.
+    """
+    pieces: list[str] = []
+    start, size, safe = 0, 0, 0
+    budget = limit - 16  # the fences (at least 3 backticks each), the info, two newlines
+    for i, char in enumerate(text):
+        size += _shown_chars(char)
+        if size > budget and safe > start:
+            pieces.append(text[start:safe])
+            start = safe
+            size = sum(_shown_chars(c) for c in text[start : i + 1])
+        if char != "\\":
+            safe = i + 1
+    pieces.append(text[start:])
+    return pieces
+
+
+def _shown_chars(char: str) -> int:
+    """At most how many characters `char` adds to a code block of the text around it."""
+    if char == "`":
+        return 3  # itself, and a backtick more on each fence
+    if char == "\\":
+        return 2
+    if char != "\n" and proto.revealed(char):
+        return len(f"\\u{{{ord(char):x}}}")
+    return 1
+
+
+def outcome_span(text: str) -> str:
+    """The owner's reason, or a call's result, as the approval post's outcome shows it."""
+    return proto.code_span(_short(text, OUTCOME_CHARS))
 
 
 @dataclass(frozen=True)
