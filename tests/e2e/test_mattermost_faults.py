@@ -91,6 +91,9 @@ async def test_the_stream_dropped_mid_approval_then_a_reaction_made_meanwhile_co
         lambda: "(a reaction" in mms.mm.store.posts[approval.id].message, "the decision shown"
     )
     exactly_once(mms, asked)
+    # the warning names what happened, not the task groups it travelled through
+    assert "(runbook: mattermost-unreachable)" in mms.log()
+    assert "Exceptions from Trio nursery" not in mms.log()
 
 
 async def test_a_killed_bridge_finishes_the_reply_it_had_started_without_posting_twice(

@@ -172,7 +172,7 @@ class Bridge:
             try:
                 await self._connect_once()
             except* ServerTrouble as group:
-                problem = group.exceptions[0]
+                problem = _first(group)
                 if trio.current_time() - started > HEALTHY_S:
                     pause = FIRST_PAUSE_S
                 wait = _jittered(pause)
@@ -803,6 +803,14 @@ class Bridge:
 def _failure(error: proto.Error) -> str:
     runbook = f" (runbook: {proto.code_span(error.runbook)})" if error.runbook else ""
     return f"**boxmaker could not answer:** {proto.code_span(error.message)}{runbook}"
+
+
+def _first(group: BaseExceptionGroup[ServerTrouble]) -> BaseException:
+    """The first failure in `group`, out of the task groups it came through."""
+    problem: BaseException = group
+    while isinstance(problem, BaseExceptionGroup):
+        problem = problem.exceptions[0]
+    return problem
 
 
 def _is_id(value: str) -> bool:
