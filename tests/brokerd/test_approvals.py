@@ -7,7 +7,10 @@ from collections.abc import Awaitable, Callable
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import proto
 from brokerd._approvals import (
     UNTRUSTED_SESSION,
     AlreadyDecided,
@@ -16,6 +19,7 @@ from brokerd._approvals import (
     UnknownApproval,
     describe,
     format_duration,
+    page,
 )
 from proto import Class, Label, PendingApproval
 
@@ -227,3 +231,29 @@ async def test_the_approval_is_listed_before_it_is_announced() -> None:
     assert listed == [[approval]]
     assert outcome.how == "disconnected"
     assert approvals.pending() == []
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 700_000), max_size=6), st.integers(1, 4))
+def test_a_page_of_approvals_fits_a_frame_and_names_the_rest(sizes: list[int], step: int) -> None:
+    approvals = [
+        PendingApproval(
+            id=f"ap-{i:06d}",
+            session="chat-abcdefghijklmnop",
+            tool="memory",
+            arguments='\u200b"' * (size // step),
+            taint=Label(),
+            time="2026-09-24T20:14:03Z",
+        )
+        for i, size in enumerate(sizes)
+    ]
+    rest = approvals
+    while rest:
+        shown, more = page(rest)
+        assert shown  # at least one, always
+        assert [a.id for a in shown] + more == [a.id for a in rest]  # oldest first, none lost
+        if len(shown) > 1:
+            frame = proto.encode_frame(proto.Approvals(pending=shown, more=more))
+            assert len(frame) <= proto.MAX_FRAME
+        rest = [a for a in rest if a.id in more]
+    assert page([]) == ([], [])

@@ -372,6 +372,29 @@ async def test_loopd_disconnecting_withdraws_the_approval(
     assert late.value.code == "already-decided"
 
 
+def big_consolidate(marker: str) -> str:
+    """A consolidate of 300 entries: about 656 KB of arguments, most of a frame."""
+    items = [{"old": f"{marker} {i} " + "z" * 2150, "drop": True} for i in range(300)]
+    return json.dumps({"action": "consolidate", "file": "memory", "entries": items})
+
+
+async def test_approvals_that_outgrow_a_frame_are_listed_a_frame_at_a_time(
+    nursery: trio.Nursery, served: Broker
+) -> None:
+    first = await served.ask(nursery, request("memory", big_consolidate("a"), call="c1"))
+    second = await served.ask(nursery, request("memory", big_consolidate("b"), call="c2"))
+    listed = await served.owner(ApprovalsList(), Approvals)
+    assert [a.id for a in listed.pending] == [first.approval.id]
+    assert listed.more == [second.approval.id]
+    rest = await served.owner(ApprovalsList(ids=listed.more), Approvals)
+    assert rest == Approvals(pending=[second.approval])
+    await served.owner(ApprovalDecide(id=first.approval.id, approve=False), Ok)
+    assert await served.pending() == [second.approval]  # one fits: no more
+    gone = await served.owner(ApprovalsList(ids=[first.approval.id, "ap-zzzzzz"]), Approvals)
+    assert gone == Approvals(pending=[])
+    await served.owner(ApprovalDecide(id=second.approval.id, approve=False), Ok)
+
+
 async def test_arguments_are_listed_raw_and_run_as_approved(
     nursery: trio.Nursery, settings: Settings, home: Path
 ) -> None:

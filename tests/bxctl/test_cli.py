@@ -207,6 +207,38 @@ async def test_approvals_list_and_decide(
     assert decisions == [ApprovalDecide(id="k3f9", approve=False, reason="not now")]
 
 
+async def test_approvals_list_asks_for_the_approvals_a_full_frame_left_out(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def pending(approval_id: str) -> PendingApproval:
+        return PendingApproval(
+            id=approval_id,
+            session="chat-abcdefgh",
+            tool="memory",
+            arguments='{"action":"add","file":"memory","text":"' + approval_id + '"}',
+            taint=Label(),
+            time="2026-11-30T08:00:00Z",
+        )
+
+    asked: list[proto.ApprovalsList] = []
+
+    async def brokerd(request: Message, conn: proto.Connection) -> Message:
+        assert isinstance(request, proto.ApprovalsList)
+        asked.append(request)
+        if request.ids is None:
+            return Approvals(pending=[pending("ap-first")], more=["ap-gone", "ap-third"])
+        # ap-gone was settled meanwhile: brokerd sends only those still pending
+        return Approvals(pending=[pending("ap-third")])
+
+    await serve(nursery, short_dir, proto.OWNER_BROKER, brokerd)
+    assert await run("approvals", "list", "--home", str(short_dir)) == 0
+    listed = capsys.readouterr().out
+    assert "approval ap-first" in listed
+    assert "approval ap-third" in listed
+    assert "ap-gone" not in listed
+    assert asked == [proto.ApprovalsList(), proto.ApprovalsList(ids=["ap-gone", "ap-third"])]
+
+
 async def test_a_role_not_running_is_one_clear_error(short_dir: Path) -> None:
     with pytest.raises(CommandError) as error:
         await run("memory", "show", "--home", str(short_dir))

@@ -242,13 +242,23 @@ class MemoryHistoryReply(Message, frozen=True, kw_only=True, tag="memory_history
 
 
 class ApprovalsList(Message, frozen=True, kw_only=True, tag="approvals_list"):
-    """List the pending approvals."""
+    """List the pending approvals; with `ids`, only those of them still pending.
+
+    `ids` asks for the approvals a reply left out (its `more`).
+    """
+
+    ids: list[str] | None = None
 
 
 class Approvals(Message, frozen=True, kw_only=True, tag="approvals"):
-    """The pending approvals, oldest first."""
+    """The pending approvals that fit in one frame, oldest first.
+
+    `more` names the pending approvals left out (an approval's arguments may take most
+    of a frame): ask for them with `ApprovalsList(ids=more)`.
+    """
 
     pending: list[PendingApproval]
+    more: list[str] = msgspec.field(default_factory=list)
 
 
 class ApprovalDecide(Message, frozen=True, kw_only=True, tag="approval_decide"):

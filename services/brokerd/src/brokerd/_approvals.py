@@ -17,8 +17,10 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
+import msgspec
 import trio
 
+import proto
 from proto import PendingApproval
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "UnknownApproval",
     "describe",
     "format_duration",
+    "page",
 ]
 
 log = logging.getLogger("brokerd.approvals")
@@ -65,6 +68,30 @@ class AlreadyDecided(LookupError):
     """A decision for an approval that is settled already."""
 
     code = "already-decided"
+
+
+LIST_PAGE_BYTES = proto.MAX_FRAME - 4096
+"""What the approvals of one `approvals` reply may take: a frame, less its envelope."""
+
+_encoder = msgspec.json.Encoder()
+
+
+def page(
+    pending: list[PendingApproval], budget: int = LIST_PAGE_BYTES
+) -> tuple[list[PendingApproval], list[str]]:
+    """The oldest of `pending` that fit in `budget` bytes with the ids of the rest; those ids.
+
+    An approval's arguments may take most of a frame (a consolidate of hundreds of
+    entries), so two of them could not be listed together, and a failed list hid every
+    other approval from the owner. At least one approval is always given.
+    """
+    budget -= sum(len(_encoder.encode(a.id)) + 1 for a in pending)
+    size = 0
+    for count, approval in enumerate(pending):
+        size += len(_encoder.encode(approval)) + 1  # and its comma
+        if size > budget and count > 0:
+            return pending[:count], [a.id for a in pending[count:]]
+    return pending, []
 
 
 def format_duration(seconds: float) -> str:

@@ -132,7 +132,12 @@ class Brokerd:
     async def handle_owner(self, request: Message, conn: Connection) -> Message:
         """approvals_list, approval_decide, grants_list, audit_verify."""
         if isinstance(request, ApprovalsList):
-            return Approvals(pending=self.approvals.pending())
+            pending = self.approvals.pending()
+            if request.ids is not None:
+                wanted = set(request.ids)
+                pending = [approval for approval in pending if approval.id in wanted]
+            shown, more = _approvals.page(pending)
+            return Approvals(pending=shown, more=more)
         if isinstance(request, ApprovalDecide):
             try:
                 self.approvals.decide(request.id, approve=request.approve, reason=request.reason)

@@ -453,14 +453,13 @@ class Bridge:
     async def _resume(self) -> None:
         """Pick up what the last run left: posts in flight, approvals still waiting."""
         try:
-            with trio.fail_after(LOOP_CALL_DEADLINE_S):
-                pending = await proto.call(self.s.broker_socket, ApprovalsList(), Approvals)
+            pending = await self._pending_approvals()
         except (proto.Unreachable, proto.RemoteError, proto.ProtocolError, OSError) as exc:
             log.warning("cannot list the pending approvals (%s); none re-announced", exc)
-            pending = Approvals(pending=[])
+            pending = []
         except trio.TooSlowError:
-            pending = Approvals(pending=[])
-        waiting = {a.id for a in pending.pending}
+            pending = []
+        waiting = {a.id for a in pending}
         for gone in list(self.state.approvals.values()):
             if gone.id not in waiting:
                 await self._close(
@@ -468,7 +467,7 @@ class Bridge:
                     "**No longer waiting:** decided (in bxctl) or timed out while the "
                     "Mattermost bridge was away; the reply in this thread says what happened.",
                 )
-        for approval in pending.pending:
+        for approval in pending:
             if not approval.session.startswith("mm-"):
                 continue
             known = self.state.approvals.get(approval.id)
@@ -506,8 +505,7 @@ class Bridge:
         if not left:
             return
         try:
-            with trio.fail_after(LOOP_CALL_DEADLINE_S):
-                pending = await proto.call(self.s.broker_socket, ApprovalsList(), Approvals)
+            pending = await self._pending_approvals()
         except (
             proto.Unreachable,
             proto.RemoteError,
@@ -517,7 +515,7 @@ class Bridge:
         ) as exc:
             log.warning("cannot list the pending approvals (%s); left for the next start", exc)
             return
-        waiting = {a.id for a in pending.pending}
+        waiting = {a.id for a in pending}
         for approval in left:
             if approval.id not in waiting and approval.id in self.state.approvals:
                 await self._close(
@@ -525,6 +523,18 @@ class Bridge:
                     "**Decided outside Mattermost** (bxctl, or it timed out); the reply in "
                     "this thread says what became of the call.",
                 )
+
+    async def _pending_approvals(self) -> list[PendingApproval]:
+        """Every approval brokerd waits on, a frame's worth at a time."""
+        request = ApprovalsList()
+        pending: list[PendingApproval] = []
+        while True:
+            with trio.fail_after(LOOP_CALL_DEADLINE_S):
+                reply = await proto.call(self.s.broker_socket, request, Approvals)
+            pending += reply.pending
+            if not reply.more:
+                return pending
+            request = ApprovalsList(ids=reply.more)
 
     async def _channel_of(self, session: str) -> str | None:
         root = session.removeprefix("mm-")

@@ -72,12 +72,16 @@ def approvals_list(home: Path, *, as_json: bool) -> int:
     """Print the pending approvals."""
     path = Sockets(home).path(proto.OWNER_BROKER)
     reply = ask_now(path, proto.OWNER_BROKER, ApprovalsList(), Approvals)
+    pending = reply.pending
+    while reply.more:  # a frame's worth at a time; one settled meanwhile is not sent
+        reply = ask_now(path, proto.OWNER_BROKER, ApprovalsList(ids=reply.more), Approvals)
+        pending += reply.pending
     if as_json:
-        print_json(reply.pending)
-    elif not reply.pending:
+        print_json(pending)
+    elif not pending:
         print("no approvals pending")
     else:
-        print("\n\n".join(describe_approval(a) for a in reply.pending))
+        print("\n\n".join(describe_approval(a) for a in pending))
     return 0
 
 
