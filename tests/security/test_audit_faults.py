@@ -192,6 +192,30 @@ async def test_an_unwritable_decision_refuses_the_call_and_nothing_runs(
     assert (await verify(prepared(settings, CountingRuntime()))).ok
 
 
+def the_audit_directory(path: str) -> bool:
+    return path.endswith("/audit")
+
+
+async def test_a_head_renamed_in_before_its_write_failed_is_not_taken_for_tampering(
+    settings: Settings, faults: Faults, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The directory's fsync fails after the new head was renamed in, and putting the old
+    head back fails too: the head on disk is one brokerd wrote, not one someone changed."""
+    runtime = CountingRuntime()
+    role = prepared(settings, runtime)
+    assert (await answer(role, request("fake", {}, call="before"))).status == "ok"
+    faults.fail("fsync", the_audit_directory, errno.EIO)
+    faults.fail("fsync", the_head, errno.EIO, after=1)  # the old head's, not the new one's
+    reply = await answer(role, request("fake", {}, call="refused"))
+    assert (reply.status, reply.content) == ("error", refusal(errno.EIO, "fake"))
+    faults.clear()
+    with caplog.at_level(logging.INFO):
+        assert (await answer(role, request("fake", {}, call="after"))).status == "ok"
+        assert await verify(role) == AuditVerified(records=4, ok=True)
+    assert "audit-tampered" not in caplog.text
+    assert (await verify(prepared(settings, CountingRuntime()))).ok
+
+
 @pytest.mark.parametrize(("op", "target", "code"), FAULTS[:2])
 async def test_an_approved_call_is_not_run_either(
     settings: Settings, faults: Faults, op: str, target: Callable[[str], bool], code: int

@@ -28,7 +28,6 @@ on disk is not the one it wrote last: the next record's head must not cover a br
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hmac
 import logging
@@ -179,6 +178,8 @@ class Audit:
         self._count = 0
         self._last = AUDIT_GENESIS
         self._broken: str | None = None
+        self._head_unsure = False
+        """A failed append could not put the old head back: what is on disk is not known."""
 
     def open(self) -> None:
         """Create the directory (0700) and the key, drop torn tails, check the log.
@@ -306,7 +307,11 @@ class Audit:
             await trio.to_thread.run_sync(self._append_now, record, now)
 
     def _append_now(self, record: AuditRecord, now: datetime) -> None:
-        if self._broken is None and (problem := self._head_problem()) is not None:
+        if (
+            self._broken is None
+            and not self._head_unsure
+            and (problem := self._head_problem()) is not None
+        ):
             self._keep(problem)
         chained = msgspec.structs.replace(record, prev=self._last)
         signed = msgspec.structs.replace(chained, mac=proto.audit_mac(self._key, chained))
@@ -324,9 +329,12 @@ class Audit:
         except OSError:
             self._count, self._last = before.records, before.last
             _cut_back(path, size)
-            with contextlib.suppress(OSError):  # in case the new head was renamed in
+            try:  # in case the new head was renamed in
                 proto.write_atomically(self.head_path, _encoder.encode(before))
+            except OSError:
+                self._head_unsure = True  # brokerd's own head, whichever: not a finding
             raise
+        self._head_unsure = False
 
     async def call_state(self, session: str, call: str) -> proto.CallStateReply:
         """What the log says of one call: its last record, newest month first."""
@@ -376,7 +384,7 @@ class Audit:
                 f"{walk.last_where}: it is not the record brokerd wrote last (it was "
                 "changed, or the log was replaced)"
             )
-        if found is None:
+        if found is None and not self._head_unsure:
             found = self._head_problem()
         if found is None:
             return Verdict(records=walk.records)
