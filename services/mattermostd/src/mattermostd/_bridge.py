@@ -135,6 +135,7 @@ class Bridge:
         self._turn_nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
         self._resumed = False
+        self._integration_warned = False
         self.connected = trio.Event()
         """Set each time the stream is live and caught up (tests wait for it)."""
 
@@ -260,6 +261,16 @@ class Bridge:
             self.s.owner_name,
         )
 
+    def _integration_post(self, post: Post) -> None:
+        if self._integration_warned:
+            return
+        self._integration_warned = True
+        log.warning(
+            "ignoring post %s in the owner's name made by an integration (a webhook, a slash "
+            "command, a plugin or a bot): only what the owner types is heard; logged once",
+            post.id,
+        )
+
     async def _on_post(self, post: Post) -> None:
         if post.channel_id not in self.channels:
             return
@@ -270,6 +281,9 @@ class Bridge:
             return
         if post.user_id != self.s.owner_id:
             self._stranger(post.user_id, "a post")
+            return
+        if _by_integration(post):
+            self._integration_post(post)
             return
         if post.create_at < self.state.horizon or self.state.is_known(post.id):
             return
@@ -821,6 +835,16 @@ def _first(group: BaseExceptionGroup[ServerTrouble]) -> BaseException:
     while isinstance(problem, BaseExceptionGroup):
         problem = problem.exceptions[0]
     return problem
+
+
+INTEGRATION_PROPS = ("from_webhook", "from_bot", "from_plugin", "override_username")
+"""Props Mattermost sets on a post that an integration made: an incoming webhook or a slash
+command posts in the name of the user who created it, and whoever holds its URL or
+token could otherwise speak, or answer an approval, as the owner."""
+
+
+def _by_integration(post: Post) -> bool:
+    return any(post.props.get(name) not in (None, "", False, "false") for name in INTEGRATION_PROPS)
 
 
 def _is_id(value: str) -> bool:
