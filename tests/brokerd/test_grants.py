@@ -114,6 +114,7 @@ def test_a_grant_file_naming_recall_or_memory_is_refused(
         (grant("Shell"), "at `$.tool`"),
         (grant("shell") + "[constraints\n", "expected"),
         (b"tool = '\xff'\n", ""),
+        (b"\xef\xbb\xbf" + grant("shell").encode(), "starts with a byte-order mark (U+FEFF"),
         (grant("read_file"), "read_file needs [constraints] paths"),
         (grant("http_fetch", extra='[constraints]\npaths = ["/x"]\n'), "takes no paths"),
         (grant("read_file", extra='[constraints]\npaths = ["notes/**"]\n'), "not absolute"),

@@ -153,6 +153,22 @@ def test_a_model_url_is_refused_in_words_unless_http_or_embedded(home: Path, url
     )
 
 
+def test_a_config_saved_with_a_byte_order_mark_is_refused_saying_so(home: Path) -> None:
+    toml = home / "config" / "loopd.toml"
+    toml.write_bytes(b"\xef\xbb\xbf" + toml.read_bytes())
+    started = subprocess.run(
+        [sys.executable, "-m", "loopd", "serve", "--config", str(toml)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert started.returncode == 1
+    assert (
+        f"cannot start: config {toml}: it starts with a byte-order mark (U+FEFF, which some "
+        "editors add); save it as UTF-8 without one (runbook: loopd-start-failed)"
+    ) in started.stderr
+
+
 def test_an_unknown_key_suggests_the_nearest_and_an_ambiguous_one_asks_which(home: Path) -> None:
     done = bxctl("config", "get", "model.ur", "--home", str(home))
     assert done.returncode == 1

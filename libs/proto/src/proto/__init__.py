@@ -22,6 +22,7 @@ from ._codec import decode_body as decode_body
 from ._codec import encode_frame as encode_frame
 from ._codec import read_frame as read_frame
 from ._codec import write_frame as write_frame
+from ._config import BOM_SENTENCE as BOM_SENTENCE
 from ._config import NEEDS_OWNER_EXIT as NEEDS_OWNER_EXIT
 from ._config import ConfigError as ConfigError
 from ._config import ConfigSection as ConfigSection

@@ -11,6 +11,7 @@ from ._home import resolve_home, resolve_peers
 from ._sockets import Socket
 
 __all__ = [
+    "BOM_SENTENCE",
     "NEEDS_OWNER_EXIT",
     "PATTERN_MEANINGS",
     "ConfigError",
@@ -60,6 +61,12 @@ class NeedsOwner(StartFailed):
     """The role stops, at start or later, until the owner fixes what the message says."""
 
 
+BOM_SENTENCE = (
+    "it starts with a byte-order mark (U+FEFF, which some editors add); save it as UTF-8 "
+    "without one"
+)
+"""Why a TOML file that starts with a BOM is refused (TOML parsers read it as text)."""
+
 PATTERN_MEANINGS: dict[str, str] = {}
 """What a config value's pattern asks for, in words (filled where the patterns are)."""
 
@@ -78,6 +85,8 @@ def read_config(path: Path, config_type: type[C]) -> C:
         raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise ConfigError(f"config {path}: {BOM_SENTENCE}")
     try:
         return msgspec.toml.decode(raw, type=config_type)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:

@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from proto import Class, GrantInfo, GrantProblem, Label, lower_first
+from proto import BOM_SENTENCE, Class, GrantInfo, GrantProblem, Label, lower_first
 
 from ._paths import GlobError, PathGlob
 
@@ -147,6 +147,8 @@ class GrantInvalid(ValueError):
 
 def parse_grant(name: str, data: bytes, *, builtin: bool = False) -> Grant:
     """Parse one grant file's bytes, or raise `GrantInvalid` saying what is wrong."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise GrantInvalid(BOM_SENTENCE)
     try:
         spec = msgspec.toml.decode(data, type=GrantFile)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
