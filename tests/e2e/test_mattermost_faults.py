@@ -96,6 +96,26 @@ async def test_the_stream_dropped_mid_approval_then_a_reaction_made_meanwhile_co
     assert "Exceptions from Trio nursery" not in mms.log()
 
 
+async def test_an_approval_post_whose_answer_was_lost_is_not_posted_twice(
+    mms: MattermostStack,
+) -> None:
+    # The server made the post, then its answer was lost (after Mattermost's 30 s of
+    # pending_post_id memory, as after a long outage): the retry finds the post it made,
+    # so the owner's reaction on it is heard.
+    mms.mm.store.pending_ttl_s = 0.0
+    mms.stack.script(Step(tool_calls=[("memory", EDIT)]), Step(text="Saved."))
+    mms.mm.lose_answer("POST", "/api/v4/posts", containing=b'"boxmaker_approval"')
+    asked = mms.says("remember my tea")
+    approval = await mms.approval(asked)
+    await mms.until(lambda: "trying again" in mms.log(), "the bridge's retry")
+    mms.react(approval.id, "white_check_mark")
+    reply = await mms.answered(asked)
+    assert reply.message.endswith("Saved.")
+    assert (mms.home / "memory" / "memory.md").read_text() == "Owner drinks green tea."
+    assert len(mms.approval_posts(asked)) == 1
+    exactly_once(mms, asked)
+
+
 async def test_a_killed_bridge_finishes_the_reply_it_had_started_without_posting_twice(
     mms: MattermostStack,
 ) -> None:

@@ -80,6 +80,9 @@ class Api:
         self.hub = hub
         self.limiter = limiter
         self.requests: list[Recorded] = []
+        self.lose_answers: list[tuple[str, str, bytes]] = []
+        """(method, path, a part of the body) of requests to do and then answer 500, as a
+        server whose answer was lost after it committed (one each)."""
         s = r"(?P<{}>[A-Za-z0-9]+)"
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = [
             ("GET", re.compile(r"/users/me"), self.me),
@@ -162,6 +165,14 @@ class Api:
         request = Request(method, path, query, body)
         try:
             status, payload = self._dispatch(scope, request)
+            lost = [
+                lose
+                for lose in self.lose_answers
+                if lose[:2] == (method, path) and lose[2] in body and status < 400
+            ]
+            if lost:
+                self.lose_answers.remove(lost[0])
+                raise ApiError(500, "app.lost", "The answer was lost after the work was done.")
         except ApiError as error:
             status, payload = error.status, error.to_json(request_id)
         await _respond(

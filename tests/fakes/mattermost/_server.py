@@ -226,6 +226,11 @@ class FakeMattermost:
         """Cut every connection, HTTP keep-alive ones too."""
         return self.front.cut(websockets_only=False)
 
+    def lose_answer(self, method: str, path: str, *, containing: bytes = b"") -> None:
+        """The next such request (whose body holds `containing`) is done, then answered
+        500: its client cannot know it was."""
+        self.api.lose_answers.append((method, path, containing))
+
     async def go_down(self) -> None:
         """Take the server down: connections are cut and new ones refused."""
         await self.front.close()

@@ -136,6 +136,9 @@ class Bridge:
         self._shutdown = trio.Event()
         self._resumed = False
         self._integration_warned = False
+        self._deciding: set[str] = set()
+        """Approvals whose decision is on its way to brokerd (a reaction seen twice, from
+        the stream and from a check, decides once)."""
         self.connected = trio.Event()
         """Set each time the stream is live and caught up (tests wait for it)."""
 
@@ -312,14 +315,12 @@ class Bridge:
         self.state.inflight.append(inflight)
         self.save()
         if waiting is not None:
-            await self._retrying(
-                lambda: self._post(
-                    inflight.channel_id,
-                    inflight.root_id,
-                    "An approval is waiting in this thread: reply **yes** or **no** (a reason "
-                    "may follow), or react :white_check_mark: or :x:. Your message is "
-                    "answered after it.",
-                )
+            await self._post(
+                inflight.channel_id,
+                inflight.root_id,
+                "An approval is waiting in this thread: reply **yes** or **no** (a reason "
+                "may follow), or react :white_check_mark: or :x:. Your message is "
+                "answered after it.",
             )
         self._enqueue(inflight)
 
@@ -349,9 +350,12 @@ class Bridge:
     async def _check_reactions(self) -> None:
         """Reactions made while the stream was down: each open approval post's."""
         for approval in list(self.state.approvals.values()):
-            for post_id in [*approval.post_ids, *approval.part_ids]:
-                for reaction in await self.api.reactions(post_id):
-                    await self._on_reaction(reaction)
+            await self._reactions_on(approval)
+
+    async def _reactions_on(self, approval: OpenApproval) -> None:
+        for post_id in [*approval.post_ids, *approval.part_ids]:
+            for reaction in await self.api.reactions(post_id):
+                await self._on_reaction(reaction)
 
     # -- approvals -----------------------------------------------------------------------
 
@@ -386,20 +390,29 @@ class Bridge:
             )
             self.state.approvals[approval.id] = known
             self.save()
-        post = await self._retrying(
-            lambda: self._post(channel, root, message, props={APPROVAL_PROP: approval.id})
-        )
+        post = await self._post(channel, root, message, props={APPROVAL_PROP: approval.id})
         known.post_ids.append(post.id)
         self.save()
         for part in parts:
-            post = await self._retrying(
-                partial(self._post, channel, root, part, props={APPROVAL_PROP: approval.id})
-            )
+            post = await self._post(channel, root, part, props={APPROVAL_PROP: approval.id})
             known.part_ids.append(post.id)
             self.save()
+        # The owner may have reacted before the bridge knew a post's id (its create was
+        # answered late, or found again after a lost answer): the stream's event was not
+        # recognised then.
+        await self._retrying(partial(self._reactions_on, known))
 
     async def _decide(self, approval: OpenApproval, decision: Decision, *, how: str) -> None:
         """Send the owner's decision to brokerd and say it on the approval posts."""
+        if approval.id in self._deciding:
+            return
+        self._deciding.add(approval.id)
+        try:
+            await self._decide_now(approval, decision, how=how)
+        finally:
+            self._deciding.discard(approval.id)
+
+    async def _decide_now(self, approval: OpenApproval, decision: Decision, *, how: str) -> None:
         request = ApprovalDecide(id=approval.id, approve=decision.approve, reason=decision.reason)
         try:
             with trio.fail_after(LOOP_CALL_DEADLINE_S):
@@ -412,13 +425,11 @@ class Bridge:
         except (proto.Unreachable, proto.ProtocolError, OSError, trio.TooSlowError) as exc:
             log.warning("cannot send the decision on %s to brokerd: %s", approval.id, exc)
             problem = str(exc)
-            await self._retrying(
-                lambda: self._post(
-                    approval.channel_id,
-                    approval.root_id,
-                    "**Your decision was not recorded:** brokerd did not answer "
-                    f"({proto.code_span(problem)}). Try again in a moment.",
-                )
+            await self._post(
+                approval.channel_id,
+                approval.root_id,
+                "**Your decision was not recorded:** brokerd did not answer "
+                f"({proto.code_span(problem)}). Try again in a moment.",
             )
             return
         else:
@@ -803,13 +814,42 @@ class Bridge:
     async def _post(
         self, channel: str, root: str, message: str, *, props: dict[str, object] | None = None
     ) -> Post:
-        return await self.api.create_post(
-            channel_id=channel,
-            message=message,
-            root_id=root,
-            pending_post_id=f"{self.bot_id}:{_now_ms()}:{random.randrange(1 << 30)}",
-            props=props,
-        )
+        """Create a post in a thread, trying until Mattermost takes it, and only once.
+
+        A create whose answer was lost (the connection cut after the server made it) is
+        found again, not made twice: a retry sends the same `pending_post_id` (Mattermost
+        returns the post it made for it within 30 s), and after a failure the thread is
+        first searched for the post. A second approval post would leave the owner's
+        reaction on the first unheard.
+        """
+        pending = f"{self.bot_id}:{_now_ms()}:{random.randrange(1 << 30)}"
+        wanted = props or {}
+        failed = False
+
+        async def attempt() -> Post:
+            nonlocal failed
+            try:
+                if failed and root:
+                    for post in (await self.api.thread(root)).oldest_first():
+                        if (
+                            post.user_id == self.bot_id
+                            and post.message == message
+                            and all(post.props.get(k) == v for k, v in wanted.items())
+                            and not post.delete_at
+                        ):
+                            return post
+                return await self.api.create_post(
+                    channel_id=channel,
+                    message=message,
+                    root_id=root,
+                    pending_post_id=pending,
+                    props=props,
+                )
+            except ServerTrouble:
+                failed = True
+                raise
+
+        return await self._retrying(attempt)
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """`attempt` until Mattermost takes it; a refused token still stops the bridge."""
