@@ -216,7 +216,7 @@ class RecallQuery(Message, frozen=True, kw_only=True, tag="recall_query"):
     k: int = 5
 
 
-class MemoryHistory(Message, frozen=True, kw_only=True, tag="memory_history"):
+class MemoryHistory(Message, frozen=True, kw_only=True, tag="memory_history", omit_defaults=True):
     """Ask for the edit journal, optionally of one file ("memory" or "user").
 
     `before` asks only for the edits older than the one at that position (0 is the
@@ -227,8 +227,12 @@ class MemoryHistory(Message, frozen=True, kw_only=True, tag="memory_history"):
     before: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
-class MemoryHistoryReply(Message, frozen=True, kw_only=True, tag="memory_history_reply"):
+class MemoryHistoryReply(
+    Message, frozen=True, kw_only=True, tag="memory_history_reply", omit_defaults=True
+):
     """The newest edits of the journal that fit in one frame, oldest first.
+
+    Without paging (`older` 0, left out) it is ARCHITECTURE §3's `{edits}` exactly.
 
     `older` is how many older edits were left out (0 when none): ask again with
     `before = older` for them. A journal outgrows a frame after a few hundred edits.
@@ -241,7 +245,7 @@ class MemoryHistoryReply(Message, frozen=True, kw_only=True, tag="memory_history
 # -- owner-broker ----------------------------------------------------------------------
 
 
-class ApprovalsList(Message, frozen=True, kw_only=True, tag="approvals_list"):
+class ApprovalsList(Message, frozen=True, kw_only=True, tag="approvals_list", omit_defaults=True):
     """List the pending approvals; with `ids`, only those of them still pending.
 
     `ids` asks for the approvals a reply left out (its `more`).
@@ -250,8 +254,10 @@ class ApprovalsList(Message, frozen=True, kw_only=True, tag="approvals_list"):
     ids: list[str] | None = None
 
 
-class Approvals(Message, frozen=True, kw_only=True, tag="approvals"):
+class Approvals(Message, frozen=True, kw_only=True, tag="approvals", omit_defaults=True):
     """The pending approvals that fit in one frame, oldest first.
+
+    Without paging (`more` empty, left out) it is ARCHITECTURE §3's `{pending}` exactly.
 
     `more` names the pending approvals left out (an approval's arguments may take most
     of a frame): ask for them with `ApprovalsList(ids=more)`.
