@@ -128,6 +128,16 @@ def test_config_set_refuses_what_the_role_would_refuse(home: Path) -> None:
     assert toml.read_text() == before
 
 
+def start_loopd(toml: Path) -> subprocess.CompletedProcess[str]:
+    """loopd started on `toml`, as `bxctl up` starts it (one that starts is a failure)."""
+    return subprocess.run(
+        [sys.executable, "-m", "loopd", "serve", "--config", str(toml)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+
+
 @pytest.mark.parametrize("url", ["notaurl", "ftp://10.0.0.2/v1", "http://", "http://a b/v1"])
 def test_a_model_url_is_refused_in_words_unless_http_or_embedded(home: Path, url: str) -> None:
     toml = home / "config" / "loopd.toml"
@@ -141,12 +151,7 @@ def test_a_model_url_is_refused_in_words_unless_http_or_embedded(home: Path, url
     assert toml.read_text() == before
     # loopd itself, started on such a file, says the same
     toml.write_text(re.sub(r"(?m)^url = .*$", f"url = {url!r}", before, count=1))
-    started = subprocess.run(
-        [sys.executable, "-m", "loopd", "serve", "--config", str(toml)],
-        capture_output=True,
-        text=True,
-        timeout=20,
-    )
+    started = start_loopd(toml)
     assert started.returncode == 1
     assert 'Expected an http:// or https:// URL, or "embedded" - at `$.model.url`' in (
         started.stderr
@@ -156,12 +161,7 @@ def test_a_model_url_is_refused_in_words_unless_http_or_embedded(home: Path, url
 def test_a_config_saved_with_a_byte_order_mark_is_refused_saying_so(home: Path) -> None:
     toml = home / "config" / "loopd.toml"
     toml.write_bytes(b"\xef\xbb\xbf" + toml.read_bytes())
-    started = subprocess.run(
-        [sys.executable, "-m", "loopd", "serve", "--config", str(toml)],
-        capture_output=True,
-        text=True,
-        timeout=20,
-    )
+    started = start_loopd(toml)
     assert started.returncode == 1
     assert (
         f"cannot start: config {toml}: it starts with a byte-order mark (U+FEFF, which some "

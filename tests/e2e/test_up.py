@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -35,6 +36,7 @@ class Up:
             text=True,
         )
         self.lines: list[str] = []
+        self.code: int | None = None
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -60,6 +62,24 @@ class Up:
         return code
 
 
+@contextlib.contextmanager
+def up_running(home: Path) -> Iterator[Up]:
+    """`bxctl up` of `home`, up for the body; stopped (Ctrl-C) after it, its code kept."""
+    up = Up(home)
+    try:
+        up.wait_for("boxmaker is up")
+        yield up
+    finally:
+        up.code = up.stop()
+
+
+def new_home(directory: Path, model: ScriptedModel) -> Path:
+    """`bxctl init` of a home in `directory` whose model is `model`."""
+    home = directory / "home"
+    assert bxctl("init", "--home", str(home), "--model-url", model.url).returncode == 0
+    return home
+
+
 @pytest.fixture
 def model() -> Iterator[ScriptedModel]:
     with serve_scripted_model() as scripted:
@@ -67,8 +87,7 @@ def model() -> Iterator[ScriptedModel]:
 
 
 def test_up_chat_and_stop(short_dir: Path, model: ScriptedModel) -> None:
-    home = short_dir / "home"
-    assert bxctl("init", "--home", str(home), "--model-url", model.url).returncode == 0
+    home = new_home(short_dir, model)
     up = Up(home)
     try:
         up.wait_for("boxmaker is up")
@@ -91,8 +110,7 @@ def test_up_chat_and_stop(short_dir: Path, model: ScriptedModel) -> None:
 def test_a_killed_up_takes_its_roles_with_it_and_the_next_up_starts(
     short_dir: Path, model: ScriptedModel
 ) -> None:
-    home = short_dir / "home"
-    assert bxctl("init", "--home", str(home), "--model-url", model.url).returncode == 0
+    home = new_home(short_dir, model)
     up = Up(home)
     up.wait_for("boxmaker is up")
     pids = [int(line.split("pid ")[1].split(")")[0]) for line in up.lines if "(pid " in line]
@@ -113,11 +131,8 @@ def test_a_killed_up_takes_its_roles_with_it_and_the_next_up_starts(
 def test_a_second_up_on_a_running_home_says_so_and_leaves_it_running(
     short_dir: Path, model: ScriptedModel
 ) -> None:
-    home = short_dir / "home"
-    assert bxctl("init", "--home", str(home), "--model-url", model.url).returncode == 0
-    up = Up(home)
-    try:
-        up.wait_for("boxmaker is up")
+    home = new_home(short_dir, model)
+    with up_running(home) as up:
         second = bxctl("up", "--home", str(home))
         assert second.returncode == 1
         assert second.stderr.startswith(f"bxctl: boxmaker is already running on {home} (")
@@ -126,8 +141,7 @@ def test_a_second_up_on_a_running_home_says_so_and_leaves_it_running(
         model.steps.append(Step(text="Still here."))
         chat = bxctl("chat", "--home", str(home), "--message", "hello")
         assert chat.stdout.strip() == "Still here.", chat.stderr
-    finally:
-        assert up.stop() == 0, "\n".join(up.lines)
+    assert up.code == 0, "\n".join(up.lines)
 
 
 def _alive(pid: int) -> bool:
@@ -141,11 +155,8 @@ def _alive(pid: int) -> bool:
 def test_up_starts_a_role_that_dies_again_and_the_chat_goes_on(
     short_dir: Path, model: ScriptedModel
 ) -> None:
-    home = short_dir / "home"
-    assert bxctl("init", "--home", str(home), "--model-url", model.url).returncode == 0
-    up = Up(home)
-    try:
-        up.wait_for("boxmaker is up")
+    home = new_home(short_dir, model)
+    with up_running(home) as up:
         for role in ("brokerd", "loopd"):
             pid = int(
                 next(
@@ -160,9 +171,7 @@ def test_up_starts_a_role_that_dies_again_and_the_chat_goes_on(
         chat = bxctl("chat", "--home", str(home), "--message", "are you there?")
         assert chat.returncode == 0, chat.stderr
         assert chat.stdout.strip() == "Still here."
-    finally:
-        code = up.stop()
-    assert code == 0, "\n".join(up.lines)
+    assert up.code == 0, "\n".join(up.lines)
     said = [line for line in up.lines if "exited with code -9" in line]
     assert len(said) == 2, up.lines
     assert "(killed by SIGKILL); starting it again in 1 s" in said[0]
