@@ -176,6 +176,31 @@ async def test_a_killed_bridge_reannounces_a_waiting_approval(mms: MattermostSta
     exactly_once(mms, asked)
 
 
+async def test_an_approval_post_made_just_before_a_kill_is_still_the_approvals(
+    mms: MattermostStack,
+) -> None:
+    # The post was made but the bridge never learnt its id (its answer lost, the bridge
+    # killed before trying again): after the restart it is found by its prop and text,
+    # so a reaction on it decides and it shows the outcome.
+    mms.mm.store.pending_ttl_s = 0.0
+    mms.stack.script(Step(tool_calls=[("memory", EDIT)]), Step(text="Saved."))
+    mms.mm.lose_answer("POST", "/api/v4/posts", containing=b'"boxmaker_approval"')
+    asked = mms.says("remember my tea")
+    first = await mms.approval(asked)
+    await mms.until(lambda: "trying again" in mms.log(), "the bridge's retry")
+    await mms.kill()
+    await mms.start()
+    again = await mms.approval(asked, 2)
+    assert again.message.startswith("**Still waiting for your decision**")
+    mms.react(first.id, "white_check_mark")
+    await mms.answered(asked)
+    assert (mms.home / "memory" / "memory.md").read_text() == "Owner drinks green tea."
+    await mms.until(lambda: not mms.state().approvals, "the approval closed")
+    for post in (first, again):
+        assert "**Approved** by `owner`" in mms.mm.store.posts[post.id].message
+    exactly_once(mms, asked)
+
+
 async def test_posts_made_while_the_bridge_was_down_are_answered_once_in_order(
     mms: MattermostStack,
 ) -> None:

@@ -390,6 +390,8 @@ class Bridge:
             )
             self.state.approvals[approval.id] = known
             self.save()
+        else:
+            await self._retrying(partial(self._adopt, known, approval))
         post = await self._post(channel, root, message, props={APPROVAL_PROP: approval.id})
         known.post_ids.append(post.id)
         self.save()
@@ -401,6 +403,33 @@ class Bridge:
         # answered late, or found again after a lost answer): the stream's event was not
         # recognised then.
         await self._retrying(partial(self._reactions_on, known))
+
+    async def _adopt(self, known: OpenApproval, approval: PendingApproval) -> None:
+        """Take as this approval's the posts of it the bridge made but did not record.
+
+        A bridge killed between a post's create and the state file's save left a post the
+        owner may react to, or that should say the outcome: found in the thread by its
+        prop and its text (the head as first posted or as posted again, or a part).
+        """
+        first, *parts = approval_posts(approval)
+        heads = {first, approval_posts(approval, again=True)[0]}
+        known_ids = {*known.post_ids, *known.part_ids}
+        for post in (await self.api.thread(known.root_id)).oldest_first():
+            if (
+                post.user_id != self.bot_id
+                or post.props.get(APPROVAL_PROP) != approval.id
+                or post.id in known_ids
+                or post.delete_at
+            ):
+                continue
+            if post.message in heads:
+                known.post_ids.append(post.id)
+            elif post.message in parts:
+                known.part_ids.append(post.id)
+            else:
+                continue
+            log.info("approval %s: found its post %s made before a restart", approval.id, post.id)
+        self.save()
 
     async def _decide(self, approval: OpenApproval, decision: Decision, *, how: str) -> None:
         """Send the owner's decision to brokerd and say it on the approval posts."""
