@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import trio
+from fakes.mattermost import Post
 from fakes.world import World, next_event
 from mattermost_stack import MattermostStack, mattermost_stack
 from scripted_model import Step
@@ -96,18 +97,24 @@ async def test_the_stream_dropped_mid_approval_then_a_reaction_made_meanwhile_co
     assert "Exceptions from Trio nursery" not in mms.log()
 
 
-async def test_an_approval_post_whose_answer_was_lost_is_not_posted_twice(
-    mms: MattermostStack,
-) -> None:
-    # The server made the post, then its answer was lost (after Mattermost's 30 s of
-    # pending_post_id memory, as after a long outage): the retry finds the post it made,
-    # so the owner's reaction on it is heard.
+async def approval_post_with_its_answer_lost(mms: MattermostStack) -> tuple[str, Post]:
+    """The owner asks for a memory edit; Mattermost makes the approval post and then loses
+    its answer (after it forgot the `pending_post_id`, as after a long outage), and the
+    bridge waits to try again. The owner's post id, and the approval post."""
     mms.mm.store.pending_ttl_s = 0.0
     mms.stack.script(Step(tool_calls=[("memory", EDIT)]), Step(text="Saved."))
     mms.mm.lose_answer("POST", "/api/v4/posts", containing=b'"boxmaker_approval"')
     asked = mms.says("remember my tea")
     approval = await mms.approval(asked)
     await mms.until(lambda: "trying again" in mms.log(), "the bridge's retry")
+    return asked, approval
+
+
+async def test_an_approval_post_whose_answer_was_lost_is_not_posted_twice(
+    mms: MattermostStack,
+) -> None:
+    # The retry finds the post it made, so the owner's reaction on it is heard.
+    asked, approval = await approval_post_with_its_answer_lost(mms)
     mms.react(approval.id, "white_check_mark")
     reply = await mms.answered(asked)
     assert reply.message.endswith("Saved.")
@@ -182,12 +189,7 @@ async def test_an_approval_post_made_just_before_a_kill_is_still_the_approvals(
     # The post was made but the bridge never learnt its id (its answer lost, the bridge
     # killed before trying again): after the restart it is found by its prop and text,
     # so a reaction on it decides and it shows the outcome.
-    mms.mm.store.pending_ttl_s = 0.0
-    mms.stack.script(Step(tool_calls=[("memory", EDIT)]), Step(text="Saved."))
-    mms.mm.lose_answer("POST", "/api/v4/posts", containing=b'"boxmaker_approval"')
-    asked = mms.says("remember my tea")
-    first = await mms.approval(asked)
-    await mms.until(lambda: "trying again" in mms.log(), "the bridge's retry")
+    asked, first = await approval_post_with_its_answer_lost(mms)
     await mms.kill()
     await mms.start()
     again = await mms.approval(asked, 2)
