@@ -404,6 +404,11 @@ class Bridge:
         # recognised then.
         await self._retrying(partial(self._reactions_on, known))
 
+    async def _own_posts(self, root: str) -> list[Post]:
+        """The bridge's live posts in the thread of `root`, oldest first."""
+        thread = await self.api.thread(root)
+        return [p for p in thread.oldest_first() if p.user_id == self.bot_id and not p.delete_at]
+
     async def _adopt(self, known: OpenApproval, approval: PendingApproval) -> None:
         """Take as this approval's the posts of it the bridge made but did not record.
 
@@ -414,13 +419,8 @@ class Bridge:
         first, *parts = approval_posts(approval)
         heads = {first, approval_posts(approval, again=True)[0]}
         known_ids = {*known.post_ids, *known.part_ids}
-        for post in (await self.api.thread(known.root_id)).oldest_first():
-            if (
-                post.user_id != self.bot_id
-                or post.props.get(APPROVAL_PROP) != approval.id
-                or post.id in known_ids
-                or post.delete_at
-            ):
+        for post in await self._own_posts(known.root_id):
+            if post.props.get(APPROVAL_PROP) != approval.id or post.id in known_ids:
                 continue
             if post.message in heads:
                 known.post_ids.append(post.id)
@@ -506,13 +506,7 @@ class Bridge:
 
     async def _resume(self) -> None:
         """Pick up what the last run left: posts in flight, approvals still waiting."""
-        try:
-            pending = await self._pending_approvals()
-        except (proto.Unreachable, proto.RemoteError, proto.ProtocolError, OSError) as exc:
-            log.warning("cannot list the pending approvals (%s); none re-announced", exc)
-            pending = []
-        except trio.TooSlowError:
-            pending = []
+        pending = await self._pending_approvals("none re-announced") or []
         waiting = {a.id for a in pending}
         for gone in list(self.state.approvals.values()):
             if gone.id not in waiting:
@@ -558,16 +552,8 @@ class Bridge:
         ]
         if not left:
             return
-        try:
-            pending = await self._pending_approvals()
-        except (
-            proto.Unreachable,
-            proto.RemoteError,
-            proto.ProtocolError,
-            OSError,
-            trio.TooSlowError,
-        ) as exc:
-            log.warning("cannot list the pending approvals (%s); left for the next start", exc)
+        pending = await self._pending_approvals("left for the next start")
+        if pending is None:
             return
         waiting = {a.id for a in pending}
         for approval in left:
@@ -578,17 +564,31 @@ class Bridge:
                     "this thread says what became of the call.",
                 )
 
-    async def _pending_approvals(self) -> list[PendingApproval]:
-        """Every approval brokerd waits on, a frame's worth at a time."""
+    async def _pending_approvals(self, otherwise: str) -> list[PendingApproval] | None:
+        """Every approval brokerd waits on, a frame's worth at a time.
+
+        None, and a log line ending in `otherwise`, when brokerd cannot say.
+        """
         request = ApprovalsList()
         pending: list[PendingApproval] = []
-        while True:
-            with trio.fail_after(LOOP_CALL_DEADLINE_S):
-                reply = await proto.call(self.s.broker_socket, request, Approvals)
-            pending += reply.pending
-            if not reply.more:
-                return pending
-            request = ApprovalsList(ids=reply.more)
+        try:
+            while True:
+                with trio.fail_after(LOOP_CALL_DEADLINE_S):
+                    reply = await proto.call(self.s.broker_socket, request, Approvals)
+                pending += reply.pending
+                if not reply.more:
+                    return pending
+                request = ApprovalsList(ids=reply.more)
+        except (
+            proto.Unreachable,
+            proto.RemoteError,
+            proto.ProtocolError,
+            OSError,
+            trio.TooSlowError,
+        ) as exc:
+            problem = str(exc) or type(exc).__name__
+            log.warning("cannot list the pending approvals (%s); %s", problem, otherwise)
+            return None
 
     async def _channel_of(self, session: str) -> str | None:
         root = session.removeprefix("mm-")
@@ -809,9 +809,8 @@ class Bridge:
     async def _find_or_create_reply(self, inflight: Inflight, message: str) -> str:
         if inflight.pending_post_id:
             # A create may have gone through before the bridge stopped: look first.
-            thread = await self.api.thread(inflight.root_id)
-            for post in thread.posts.values():
-                if post.user_id == self.bot_id and post.props.get(REPLY_PROP) == inflight.post_id:
+            for post in await self._own_posts(inflight.root_id):
+                if post.props.get(REPLY_PROP) == inflight.post_id:
                     await self.api.patch_post(post.id, message)
                     return post.id
         else:
@@ -852,31 +851,23 @@ class Bridge:
         reaction on the first unheard.
         """
         pending = f"{self.bot_id}:{_now_ms()}:{random.randrange(1 << 30)}"
-        wanted = props or {}
-        failed = False
+        wanted = (props or {}).items()
+        attempts = 0
 
         async def attempt() -> Post:
-            nonlocal failed
-            try:
-                if failed and root:
-                    for post in (await self.api.thread(root)).oldest_first():
-                        if (
-                            post.user_id == self.bot_id
-                            and post.message == message
-                            and all(post.props.get(k) == v for k, v in wanted.items())
-                            and not post.delete_at
-                        ):
-                            return post
-                return await self.api.create_post(
-                    channel_id=channel,
-                    message=message,
-                    root_id=root,
-                    pending_post_id=pending,
-                    props=props,
-                )
-            except ServerTrouble:
-                failed = True
-                raise
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1 and root:  # the last attempt failed: it may have been made
+                for post in await self._own_posts(root):
+                    if post.message == message and all(post.props.get(k) == v for k, v in wanted):
+                        return post
+            return await self.api.create_post(
+                channel_id=channel,
+                message=message,
+                root_id=root,
+                pending_post_id=pending,
+                props=props,
+            )
 
         return await self._retrying(attempt)
 
