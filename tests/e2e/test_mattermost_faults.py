@@ -203,6 +203,25 @@ async def test_an_approval_post_made_just_before_a_kill_is_still_the_approvals(
     exactly_once(mms, asked)
 
 
+async def test_a_bridge_restarted_while_brokerd_is_down_closes_no_approval(
+    mms: MattermostStack,
+) -> None:
+    mms.stack.script(Step(tool_calls=[("memory", EDIT)]), Step(text="Saved."))
+    asked = mms.says("remember my tea")
+    first = await mms.approval(asked)
+
+    def known() -> bool:
+        return first.id in {p for a in mms.state().approvals.values() for p in a.post_ids}
+
+    await mms.until(known, "the approval post in the bridge's state")
+    await mms.kill()
+    mms.stack.processes.pop("brokerd").kill()  # it cannot say which approvals still wait
+    await mms.start()
+    await mms.until(lambda: "none re-announced or closed" in mms.log(), "the bridge's note")
+    assert "No longer waiting" not in mms.mm.store.posts[first.id].message
+    assert known()
+
+
 async def test_posts_made_while_the_bridge_was_down_are_answered_once_in_order(
     mms: MattermostStack,
 ) -> None:

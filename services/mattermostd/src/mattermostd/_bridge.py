@@ -506,8 +506,12 @@ class Bridge:
 
     async def _resume(self) -> None:
         """Pick up what the last run left: posts in flight, approvals still waiting."""
-        pending = await self._pending_approvals("none re-announced") or []
-        waiting = {a.id for a in pending}
+        pending = await self._pending_approvals("none re-announced or closed")
+        if pending is None:  # brokerd cannot say which still wait: close none of them
+            pending = []
+            waiting = set(self.state.approvals)
+        else:
+            waiting = {a.id for a in pending}
         for gone in list(self.state.approvals.values()):
             if gone.id not in waiting:
                 await self._close(
