@@ -175,6 +175,7 @@ if TYPE_CHECKING:
     from ._role import run_role as run_role
     from ._role import sd_notify as sd_notify
     from ._role import setup_logging as setup_logging
+    from ._role import supervisor_fd as supervisor_fd
     from ._role import watch_signals as watch_signals
     from ._server import SocketPathError as SocketPathError
     from ._server import claim_socket_path as claim_socket_path
@@ -193,6 +194,7 @@ _LAZY = {
     "LogFormatter": "_role",
     "Role": "_role",
     "SUPERVISOR_FD_ENV": "_role",
+    "supervisor_fd": "_role",
     "StartRole": "_role",
     "run_role": "_role",
     "sd_notify": "_role",

@@ -32,6 +32,7 @@ __all__ = [
     "run_role",
     "sd_notify",
     "setup_logging",
+    "supervisor_fd",
     "watch_signals",
     "watch_supervisor",
 ]
@@ -157,7 +158,7 @@ async def watch_supervisor(fd: int, shutdown: trio.Event) -> None:
         shutdown.set()
 
 
-def _supervisor_fd() -> int | None:
+def supervisor_fd() -> int | None:
     """The pipe `bxctl up` passed (and the variable removed), or None."""
     given = os.environ.pop(SUPERVISOR_FD_ENV, None)
     if given is None:
@@ -188,7 +189,7 @@ async def run_role(
     shutdown = trio.Event()
     async with trio.open_nursery() as root:
         await root.start(watch_signals, shutdown, root.cancel_scope)
-        if (fd := _supervisor_fd()) is not None:
+        if (fd := supervisor_fd()) is not None:
             root.start_soon(watch_supervisor, fd, shutdown)
         async with trio.open_nursery() as work:
             status = await start(work, shutdown)

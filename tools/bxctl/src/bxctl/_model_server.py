@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from proto import SUPERVISOR_FD_ENV
+from proto import supervisor_fd
 
 __all__ = ["CHAT_FORMAT", "as_written", "main"]
 
@@ -64,16 +64,11 @@ def register() -> None:
 def watch_supervisor() -> None:
     """Stop (SIGTERM, which the server drains on) once the `bxctl up` that started it dies.
 
-    As each role does (`proto.run_role`): bxctl holds the only write end of the pipe
-    whose read end `SUPERVISOR_FD_ENV` names, so its death, however it dies, is an EOF.
+    As each role does (`proto.watch_supervisor`): bxctl holds the only write end of the
+    pipe `proto.supervisor_fd` names, so its death, however it dies, is an EOF.
     """
-    given = os.environ.pop(SUPERVISOR_FD_ENV, None)
-    if given is None:
-        return
-    try:
-        fd = int(given)
-        os.fstat(fd)
-    except (ValueError, OSError):
+    fd = supervisor_fd()
+    if fd is None:
         return
 
     def wait() -> None:
