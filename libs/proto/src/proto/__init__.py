@@ -180,6 +180,7 @@ if TYPE_CHECKING:
     from ._server import SocketPathError as SocketPathError
     from ._server import claim_socket_path as claim_socket_path
     from ._server import serve_unix as serve_unix
+    from ._server import socket_answers as socket_answers
 
 _LAZY = {
     "Call": "_client",
@@ -203,6 +204,7 @@ _LAZY = {
     "SocketPathError": "_server",
     "claim_socket_path": "_server",
     "serve_unix": "_server",
+    "socket_answers": "_server",
 }
 
 

@@ -29,7 +29,7 @@ from ._connection import Handler, Peer, serve_stream
 from ._durable import given_to_group
 from ._sockets import MAX_SOCKET_PATH_BYTES, Socket
 
-__all__ = ["SocketPathError", "claim_socket_path", "serve_unix", "socket_mode"]
+__all__ = ["SocketPathError", "claim_socket_path", "serve_unix", "socket_answers", "socket_mode"]
 
 log = logging.getLogger("proto.server")
 
@@ -53,16 +53,28 @@ def claim_socket_path(path: Path) -> None:
         return
     if not stat.S_ISSOCK(st.st_mode):
         raise SocketPathError(f"{path} exists and is not a socket; refusing to replace it")
+    try:
+        live = socket_answers(path)
+    except OSError as exc:
+        raise SocketPathError(f"cannot probe {path}: {exc.strerror}") from exc
+    if not live:
+        path.unlink(missing_ok=True)  # nobody listening: a stale file from a crash
+        return
+    raise SocketPathError(f"{path} is served by a live process; is another instance running?")
+
+
+def socket_answers(path: Path) -> bool:
+    """Whether a process accepts connections on the Unix socket `path` (blocking, ≤ 0.5 s).
+
+    A missing file or a refused connection is False; any other `OSError` is raised.
+    """
     with stdlib_socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM) as probe:
         probe.settimeout(0.5)
         try:
             probe.connect(os.fspath(path))
         except (ConnectionRefusedError, FileNotFoundError):
-            path.unlink(missing_ok=True)  # nobody listening: a stale file from a crash
-            return
-        except OSError as exc:
-            raise SocketPathError(f"cannot probe {path}: {exc.strerror}") from exc
-    raise SocketPathError(f"{path} is served by a live process; is another instance running?")
+            return False
+    return True
 
 
 def _make_private_dir(directory: Path) -> int:

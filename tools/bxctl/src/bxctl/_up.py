@@ -20,10 +20,10 @@ others go on; it is not started again until `bxctl up` is.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -291,13 +291,9 @@ def _served(home: Path) -> Path | None:
     """A socket of the home that a live process answers on, if any (blocking, brief)."""
     for spec in proto.SOCKETS:
         path = Sockets(home).path(spec)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            probe.settimeout(0.5)
-            try:
-                probe.connect(os.fspath(path))
-            except OSError:
-                continue
-        return path
+        with contextlib.suppress(OSError):
+            if proto.socket_answers(path):
+                return path
     return None
 
 
