@@ -276,10 +276,8 @@ async def test_a_turn_whose_loopd_was_killed_between_frames_says_what_to_do(
 ) -> None:
     # a SIGKILLed loopd: the kernel closes its socket, the client reads a clean end
     async def loopd(request: Message, conn: proto.Connection) -> Message:
-        if isinstance(request, proto.SessionOpen):
-            return SessionOpened(session=SESSION, created=True)
-        if isinstance(request, proto.BaselinePreview):
-            raise proto.ServiceError("internal", "no preview here")
+        if answer := opening(request):
+            return answer
         await conn.send(proto.AssistantText(text="Once upon"))
         await conn._stream.aclose()
         return TurnDone(text="never sent")
