@@ -245,10 +245,8 @@ async def test_a_refused_call_says_its_status_once_and_a_broken_turn_says_what_t
     call = proto.ToolCall(id="c1", name="memory", arguments="{}")
 
     async def loopd(request: Message, conn: proto.Connection) -> Message:
-        if isinstance(request, proto.SessionOpen):
-            return SessionOpened(session=SESSION, created=True)
-        if isinstance(request, proto.BaselinePreview):
-            raise proto.ServiceError("internal", "no preview here")
+        if answer := opening(request):
+            return answer
         await conn.send(proto.ToolCalled(call=call))
         denied = "denied: the owner denied this call"
         await conn.send(
