@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import TypeVar
 
 import trio
@@ -57,7 +58,7 @@ async def open_exchange(
                     await client.send_all(request)
                 else:
                     await proto.write_frame(client, request, max_frame_bytes=max_frame_bytes)
-                yield proto.Call(client, max_frame_bytes)
+                yield proto.Call(Path("memory-stream"), client, max_frame_bytes)
         except BaseException:
             nursery.cancel_scope.cancel()  # a failed test does not wait for the handler
             raise

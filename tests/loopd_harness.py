@@ -81,6 +81,7 @@ class FakeBrokerd:
                     approval=PendingApproval(
                         id="ap1",
                         session=request.session,
+                        call_id=request.call.id,
                         tool=request.call.name,
                         arguments=request.call.arguments,
                         taint=request.taint,

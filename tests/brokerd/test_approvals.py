@@ -30,6 +30,7 @@ def pending(approvals: Approvals, taint: Label | None = None) -> PendingApproval
     return PendingApproval(
         id=approvals.new_id(),
         session="chat-abcdefghijklmnop",
+        call_id="call_1",
         tool="memory",
         arguments="{}",
         taint=taint or Label(),
@@ -224,7 +225,7 @@ async def test_the_approval_is_listed_before_it_is_announced() -> None:
 
     async def announce() -> None:
         listed.append(approvals.pending())
-        raise trio.BrokenResourceError  # loopd left before it heard of the approval
+        raise proto.PeerGone  # loopd left before it heard of the approval
 
     with trio.fail_after(CAP_S):
         outcome = await approvals.wait(approval, announce=announce, peer_gone=never)
@@ -240,6 +241,7 @@ def test_a_page_of_approvals_fits_a_frame_and_names_the_rest(sizes: list[int], s
         PendingApproval(
             id=f"ap-{i:06d}",
             session="chat-abcdefghijklmnop",
+            call_id="call_1",
             tool="memory",
             arguments='\u200b"' * (size // step),
             taint=Label(),

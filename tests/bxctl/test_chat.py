@@ -118,6 +118,7 @@ def tea_approval(*, taint: Label) -> PendingApproval:
     return PendingApproval(
         id="ap-k3f9xy",
         session=SESSION,
+        call_id="call_1",
         tool="memory",
         arguments='{"action":"add","file":"user","text":"likes tea"}',
         taint=taint,

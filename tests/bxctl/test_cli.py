@@ -180,6 +180,7 @@ async def test_approvals_list_and_decide(
     pending = PendingApproval(
         id="k3f9",
         session="chat-abcdefgh",
+        call_id="call_1",
         tool="memory",
         arguments='{"action":"add","text":"@all <b>\u202e"}',
         taint=Label(untrusted=True),
@@ -214,6 +215,7 @@ async def test_approvals_list_asks_for_the_approvals_a_full_frame_left_out(
         return PendingApproval(
             id=approval_id,
             session="chat-abcdefgh",
+            call_id="call_1",
             tool="memory",
             arguments='{"action":"add","file":"memory","text":"' + approval_id + '"}',
             taint=Label(),

@@ -82,6 +82,7 @@ def test_no_reply_or_approval_mentions_anyone(text: str, name: str, arguments: s
     pending = PendingApproval(
         id=name,
         session="mm-" + "a" * 26,
+        call_id="call_1",
         tool=name,
         arguments=arguments,
         taint=Label(untrusted=True),

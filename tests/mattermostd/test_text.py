@@ -33,6 +33,7 @@ def approval(arguments: str, *, untrusted: bool = False) -> PendingApproval:
     return PendingApproval(
         id="ap-k3f9xy",
         session="mm-" + "a" * 26,
+        call_id="call_1",
         tool="memory",
         arguments=arguments,
         taint=Label(untrusted=untrusted),

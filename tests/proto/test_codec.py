@@ -109,6 +109,7 @@ PENDING = st.builds(
     PendingApproval,
     id=st.text(),
     session=st.text(),
+    call_id=st.text(),
     tool=st.text(),
     arguments=st.text(),
     taint=LABELS,
@@ -185,7 +186,7 @@ def strategy_for(cls: type[Message]) -> st.SearchStrategy[Message]:
 
 def test_explicit_strategies_name_real_kinds() -> None:
     assert set(EXPLICIT) <= set(KINDS)
-    assert len(KINDS) == 32
+    assert len(KINDS) == 34
 
 
 # -- round trip ---------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from proto import (
     MemoryBlock,
     MemoryHistory,
     Message,
+    ModelInfo,
     PendingApproval,
     RecallQuery,
     Reindex,
@@ -87,7 +88,7 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         "loopd",
         "bxctl",
         "run/owner-loop/chat.sock",
-        {"session_open", "say", "turn_follow", "baseline_preview"},
+        {"session_open", "say", "turn_follow", "baseline_preview", "model_info"},
         {
             "session_opened",
             "assistant_text",
@@ -96,6 +97,7 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
             "approval_pending",
             "turn_done",
             "baseline_preview_reply",
+            "model_info_reply",
             "error",
         },
     ),
@@ -134,6 +136,8 @@ ALL_TAGS = {
     "turn_done",
     "baseline_preview",
     "baseline_preview_reply",
+    "model_info",
+    "model_info_reply",
 }
 
 # The wire fields of every kind besides `kind` (ARCHITECTURE §3, spec §7).
@@ -170,6 +174,8 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "turn_done": {"text"},
     "baseline_preview": set(),
     "baseline_preview_reply": {"system", "tools", "model", "model_url"},
+    "model_info": set(),
+    "model_info_reply": {"model", "url"},
 }
 
 SOCKETS_BY_NAME = {socket.name: socket for socket in SOCKETS}
@@ -228,7 +234,15 @@ def test_wire_fields_of_every_kind(cls: type[Message]) -> None:
 
 def test_payload_fields() -> None:
     assert wire_names(ToolCall) == {"id", "name", "arguments"}
-    assert wire_names(PendingApproval) == {"id", "session", "tool", "arguments", "taint", "time"}
+    assert wire_names(PendingApproval) == {
+        "id",
+        "session",
+        "call_id",
+        "tool",
+        "arguments",
+        "taint",
+        "time",
+    }
     assert wire_names(Label) == {"class", "untrusted"}
     assert ToolCall.__struct_config__.tag is None
     assert Label.__struct_config__.tag is None
@@ -275,6 +289,7 @@ REQUEST_EXAMPLES: list[Message] = [
     Say(session="chat-abcdefgh", text="hi"),
     proto.TurnFollow(session="chat-abcdefgh", ref="mm:x"),
     BaselinePreview(),
+    ModelInfo(),
 ]
 
 

@@ -103,6 +103,7 @@ def hostile_approval(arguments: str = HOSTILE) -> PendingApproval:
     return PendingApproval(
         id="ap-k3f9xy",
         session=SESSION,
+        call_id="call_1",
         tool="memory",
         arguments=arguments,
         taint=Label(untrusted=True),

@@ -7,8 +7,12 @@ bxctl's one-request commands, which use the blocking client, start without it.
 
 from typing import TYPE_CHECKING
 
-from ._blocking import TooSlow as TooSlow
+from ._backoff import Backoff as Backoff
 from ._blocking import call_blocking as call_blocking
+from ._calls import BadReply as BadReply
+from ._calls import CallBroken as CallBroken
+from ._calls import CallFailed as CallFailed
+from ._calls import CallTimedOut as CallTimedOut
 from ._calls import NoReply as NoReply
 from ._calls import RemoteError as RemoteError
 from ._calls import Unreachable as Unreachable
@@ -165,6 +169,7 @@ if TYPE_CHECKING:
     from ._connection import Connection as Connection
     from ._connection import Handler as Handler
     from ._connection import Peer as Peer
+    from ._connection import PeerGone as PeerGone
     from ._connection import ServiceError as ServiceError
     from ._connection import serve_stream as serve_stream
     from ._main import serve_main as serve_main
@@ -181,14 +186,23 @@ if TYPE_CHECKING:
     from ._server import claim_socket_path as claim_socket_path
     from ._server import serve_unix as serve_unix
     from ._server import socket_answers as socket_answers
+    from ._turn_client import TURN_IDLE_S as TURN_IDLE_S
+    from ._turn_client import Turn as Turn
+    from ._turn_client import TurnItem as TurnItem
+    from ._turn_client import open_turn as open_turn
 
 _LAZY = {
     "Call": "_client",
     "call": "_client",
     "open_call": "_client",
+    "TURN_IDLE_S": "_turn_client",
+    "Turn": "_turn_client",
+    "TurnItem": "_turn_client",
+    "open_turn": "_turn_client",
     "Connection": "_connection",
     "Handler": "_connection",
     "Peer": "_connection",
+    "PeerGone": "_connection",
     "ServiceError": "_connection",
     "serve_stream": "_connection",
     "serve_main": "_main",

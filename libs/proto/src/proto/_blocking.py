@@ -14,24 +14,21 @@ import time
 from pathlib import Path
 from typing import TypeVar
 
-from ._calls import NoReply, expected, unreachable
+from ._calls import CallBroken, CallTimedOut, NoReply, bad_reply, expected, unreachable
 from ._codec import (
     HEADER_BYTES,
     MAX_FRAME,
     FrameTooLarge,
     IncompleteFrame,
+    ProtocolError,
     decode_body,
     encode_frame,
 )
 from ._messages import Message
 
-__all__ = ["TooSlow", "call_blocking"]
+__all__ = ["call_blocking"]
 
 M = TypeVar("M", bound=Message)
-
-
-class TooSlow(TimeoutError):
-    """The role did not answer within the deadline."""
 
 
 def call_blocking(
@@ -45,10 +42,8 @@ def call_blocking(
     """Send `request` to `path` and return its one reply, which must be an `expect`.
 
     Raises:
-        Unreachable: nobody answers on `path`.
-        RemoteError: the server answered with an `error` frame.
-        ProtocolError: the reply was malformed, missing, or of another kind.
-        TooSlow: no whole reply within `deadline_s`.
+        CallFailed: as the trio client's `call`: `Unreachable`, `CallTimedOut` (no whole
+            reply within `deadline_s`), `RemoteError`, `NoReply`, `CallBroken`, `BadReply`.
     """
     end = time.monotonic() + deadline_s
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
@@ -56,7 +51,9 @@ def call_blocking(
         try:
             sock.connect(os.fspath(path))
         except TimeoutError:
-            raise TooSlow(f"{path} did not accept the connection in {deadline_s:g} s") from None
+            raise CallTimedOut(
+                f"{path} did not accept the connection within {deadline_s:g} s", deadline_s
+            ) from None
         except OSError as exc:
             raise unreachable(path, exc) from None
         try:
@@ -67,9 +64,17 @@ def call_blocking(
                 raise FrameTooLarge(size, max_frame_bytes)
             reply = decode_body(_receive(sock, size, end, path))
         except TimeoutError:
-            raise TooSlow(f"{path} did not answer within {deadline_s:g} s") from None
+            raise CallTimedOut(
+                f"{path} did not answer within {deadline_s:g} s", deadline_s
+            ) from None
         except (BrokenPipeError, ConnectionResetError):
             raise NoReply(f"{path} closed the connection without a reply") from None
+        except IncompleteFrame as exc:
+            raise CallBroken(f"the connection to {path} broke mid-frame: {exc}") from None
+        except ProtocolError as exc:
+            raise bad_reply(path, exc) from None
+        except OSError as exc:
+            raise CallBroken(f"the connection to {path} broke: {exc}") from None
     return expected(path, reply, expect)
 
 

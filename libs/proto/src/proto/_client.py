@@ -1,37 +1,93 @@
 """The client side: connect, send one request, read the reply frame or frames, close.
 
-No function here takes a timeout: the caller sets the deadline (`trio.fail_after`).
+Every failure is one of `_calls`' family (`CallFailed`), translated here once: a caller
+never sees an `OSError`, a `trio.BrokenResourceError` or a `trio.TooSlowError` from a
+call. A deadline is the caller's to choose and is given as `deadline_s`, so that its
+expiry can be said as what it is (`CallTimedOut`, naming the socket and the seconds)
+rather than as a `TooSlowError` from somewhere; an enclosing cancel scope still
+cancels a call as usual.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 import trio
 
-from ._calls import NoReply, RemoteError, Unreachable, expected, unreachable
-from ._codec import MAX_FRAME, PeerClosed, read_frame, write_frame
+from ._calls import (
+    BadReply,
+    CallBroken,
+    CallFailed,
+    CallTimedOut,
+    NoReply,
+    RemoteError,
+    Unreachable,
+    bad_reply,
+    expected,
+    unreachable,
+)
+from ._codec import MAX_FRAME, IncompleteFrame, PeerClosed, ProtocolError, read_frame, write_frame
 from ._messages import Message
 
-__all__ = ["Call", "NoReply", "RemoteError", "Unreachable", "call", "open_call"]
+__all__ = [
+    "BadReply",
+    "Call",
+    "CallBroken",
+    "CallFailed",
+    "CallTimedOut",
+    "NoReply",
+    "RemoteError",
+    "Unreachable",
+    "call",
+    "open_call",
+]
 
 M = TypeVar("M", bound=Message)
+
+
+@contextmanager
+def _translated(path: Path, deadline_s: float | None, what: str) -> Iterator[None]:
+    """Run the body under `deadline_s` (if any); its stream failures become `CallFailed`."""
+    with trio.move_on_after(deadline_s if deadline_s is not None else float("inf")) as scope:
+        try:
+            yield
+        except IncompleteFrame as exc:
+            raise CallBroken(f"the connection to {path} broke mid-frame: {exc}") from None
+        except ProtocolError as exc:
+            raise bad_reply(path, exc) from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            reason = str(exc) or type(exc).__name__
+            raise CallBroken(f"the connection to {path} broke: {reason}") from None
+    if scope.cancelled_caught:
+        assert deadline_s is not None
+        raise CallTimedOut(f"{path} did not {what} within {deadline_s:g} s", deadline_s)
 
 
 class Call:
     """One request's conversation: the frames the server sends back, in order."""
 
-    def __init__(self, stream: trio.abc.ReceiveStream, max_frame_bytes: int) -> None:
+    def __init__(self, path: Path, stream: trio.abc.ReceiveStream, max_frame_bytes: int) -> None:
+        self.path = path
         self._stream = stream
         self._max_frame_bytes = max_frame_bytes
 
-    async def receive(self) -> Message:
-        """The next frame from the server; `PeerClosed` when it has said everything."""
-        return await read_frame(self._stream, max_frame_bytes=self._max_frame_bytes)
+    async def receive(self, *, deadline_s: float | None = None) -> Message:
+        """The next frame from the server.
+
+        Raises:
+            NoReply: the server closed the connection at a frame boundary.
+            CallFailed: any other failure (`CallTimedOut` after `deadline_s`).
+        """
+        with _translated(self.path, deadline_s, "send its next frame"):
+            try:
+                return await read_frame(self._stream, max_frame_bytes=self._max_frame_bytes)
+            except PeerClosed:
+                raise NoReply(f"{self.path} closed the connection without a reply") from None
+        raise AssertionError("unreachable: _translated raised")  # pragma: no cover
 
     def __aiter__(self) -> AsyncIterator[Message]:
         return self._frames()
@@ -40,41 +96,56 @@ class Call:
         while True:
             try:
                 yield await self.receive()
-            except PeerClosed:
+            except NoReply:
                 return
 
 
-async def _connect(path: Path) -> trio.SocketStream:
-    try:
-        return await trio.open_unix_socket(os.fspath(path))
-    except OSError as exc:
-        raise unreachable(path, exc) from None
+async def _connect(path: Path, deadline_s: float | None) -> trio.SocketStream:
+    with trio.move_on_after(deadline_s if deadline_s is not None else float("inf")) as scope:
+        try:
+            return await trio.open_unix_socket(os.fspath(path))
+        except OSError as exc:
+            raise unreachable(path, exc) from None
+    assert scope.cancelled_caught
+    assert deadline_s is not None
+    raise CallTimedOut(f"{path} did not accept the connection within {deadline_s:g} s", deadline_s)
 
 
 @asynccontextmanager
 async def open_call(
-    path: Path, request: Message, *, max_frame_bytes: int = MAX_FRAME
+    path: Path,
+    request: Message,
+    *,
+    deadline_s: float | None = None,
+    max_frame_bytes: int = MAX_FRAME,
 ) -> AsyncIterator[Call]:
-    """Connect to `path`, send `request`, and yield the conversation for its replies."""
-    stream = await _connect(path)
+    """Connect to `path`, send `request`, and yield the conversation for its replies.
+
+    `deadline_s` covers connecting and sending; each `receive` takes its own.
+    """
+    stream = await _connect(path, deadline_s)
     async with stream:
-        await write_frame(stream, request, max_frame_bytes=max_frame_bytes)
-        yield Call(stream, max_frame_bytes)
+        with _translated(path, deadline_s, "take the request"):
+            await write_frame(stream, request, max_frame_bytes=max_frame_bytes)
+        yield Call(path, stream, max_frame_bytes)
 
 
 async def call(
-    path: Path, request: Message, expect: type[M], *, max_frame_bytes: int = MAX_FRAME
+    path: Path,
+    request: Message,
+    expect: type[M],
+    *,
+    deadline_s: float | None = None,
+    max_frame_bytes: int = MAX_FRAME,
 ) -> M:
     """Send `request` to `path` and return its one reply, which must be an `expect`.
 
+    `deadline_s` covers the whole call.
+
     Raises:
-        Unreachable: nobody answers on `path`.
-        RemoteError: the server answered with an `error` frame.
-        ProtocolError: the reply was malformed, missing, or of another kind.
+        CallFailed: the call got no `expect` reply; `RemoteError` for an `error` frame.
     """
-    async with open_call(path, request, max_frame_bytes=max_frame_bytes) as conversation:
-        try:
+    with _translated(path, deadline_s, "answer"):
+        async with open_call(path, request, max_frame_bytes=max_frame_bytes) as conversation:
             reply = await conversation.receive()
-        except PeerClosed:
-            raise NoReply(f"{path} closed the connection without a reply") from None
     return expected(path, reply, expect)

@@ -22,7 +22,7 @@ from ._codec import MAX_FRAME, FrameTooLarge, PeerClosed, ProtocolError, read_fr
 from ._messages import Error, Message
 from ._sockets import Socket
 
-__all__ = ["Connection", "Handler", "Peer", "ServiceError", "serve_stream"]
+__all__ = ["Connection", "Handler", "Peer", "PeerGone", "ServiceError", "serve_stream"]
 
 log = logging.getLogger("proto.server")
 
@@ -39,6 +39,10 @@ class ServiceError(Exception):
     def to_frame(self) -> Error:
         """The `error` frame this refusal is answered with."""
         return Error(code=self.code, message=self.message, runbook=self.runbook)
+
+
+class PeerGone(Exception):
+    """The client of a request has gone (closed its end, or stopped reading)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,14 +74,16 @@ class Connection:
         """Send a frame ahead of the final reply (a progress event, an approval notice).
 
         Raises:
-            trio.BrokenResourceError: the peer has gone, or stopped reading for
-                `WRITE_DEADLINE_S`; the handler may stop early.
+            PeerGone: the peer has gone, or stopped reading for `WRITE_DEADLINE_S`; the
+                handler may stop early.
         """
-        try:
-            with trio.fail_after(WRITE_DEADLINE_S):
+        with trio.move_on_after(WRITE_DEADLINE_S) as deadline:
+            try:
                 await write_frame(self._stream, message)
-        except trio.TooSlowError:
-            raise trio.BrokenResourceError("the peer stopped reading") from None
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raise PeerGone("the peer closed the connection") from None
+        if deadline.cancelled_caught:
+            raise PeerGone(f"the peer stopped reading for {WRITE_DEADLINE_S:g} s")
 
     async def wait_peer_gone(self) -> None:
         """Return once the peer has closed its end (it may send nothing after its request)."""
@@ -141,7 +147,7 @@ async def _handle(spec: Socket, handler: Handler, request: Message, conn: Connec
         return await handler(request, conn)
     except ServiceError as exc:
         return exc.to_frame()
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
+    except (PeerGone, trio.BrokenResourceError, trio.ClosedResourceError):
         return Error(code="peer-gone", message="the peer closed the connection")
     except Exception:
         kind = type(request).__struct_config__.tag

@@ -38,6 +38,8 @@ __all__ = [
     "MemoryHistory",
     "MemoryHistoryReply",
     "Message",
+    "ModelInfo",
+    "ModelInfoReply",
     "Ok",
     "PendingApproval",
     "RecallQuery",
@@ -82,6 +84,8 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
 
     id: str
     session: str
+    call_id: str
+    """The id of the tool call this approval decides: its `tool_result` settles it."""
     tool: str
     arguments: str
     taint: Label
@@ -383,6 +387,17 @@ class BaselinePreviewReply(Message, frozen=True, kw_only=True, tag="baseline_pre
     model_url: str
 
 
+class ModelInfo(Message, frozen=True, kw_only=True, tag="model_info"):
+    """Ask loopd which model server it uses (cheap: no baseline, no memoryd)."""
+
+
+class ModelInfoReply(Message, frozen=True, kw_only=True, tag="model_info_reply"):
+    """The model loopd sends turns to, and the server's URL."""
+
+    model: str
+    url: str
+
+
 class TurnDone(Message, frozen=True, kw_only=True, tag="turn_done"):
     """The turn finished; `text` is the assistant's final message."""
 
@@ -422,5 +437,7 @@ AllMessages = (
     | TurnDone
     | BaselinePreview
     | BaselinePreviewReply
+    | ModelInfo
+    | ModelInfoReply
 )
 """Every kind; the codec decodes against this union and the socket checks the kind."""

@@ -25,6 +25,8 @@ from ._messages import (
     MemoryHistory,
     MemoryHistoryReply,
     Message,
+    ModelInfo,
+    ModelInfoReply,
     Ok,
     RecallQuery,
     Reindex,
@@ -122,7 +124,7 @@ OWNER_LOOP = Socket(
     "loopd",
     "bxctl",
     "run/owner-loop/chat.sock",
-    (SessionOpen, Say, TurnFollow, BaselinePreview),
+    (SessionOpen, Say, TurnFollow, BaselinePreview, ModelInfo),
     (
         SessionOpened,
         AssistantText,
@@ -131,6 +133,7 @@ OWNER_LOOP = Socket(
         ApprovalPending,
         TurnDone,
         BaselinePreviewReply,
+        ModelInfoReply,
         Error,
     ),
 )

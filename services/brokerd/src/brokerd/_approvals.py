@@ -21,7 +21,7 @@ import msgspec
 import trio
 
 import proto
-from proto import PendingApproval
+from proto import PeerGone, PendingApproval
 
 __all__ = [
     "UNTRUSTED_SESSION",
@@ -157,7 +157,7 @@ class Approvals:
         try:
             try:
                 await announce()
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+            except PeerGone:
                 return self._settle(entry, Outcome(False, "disconnected", _DISCONNECTED))
 
             async def watch_peer() -> None:

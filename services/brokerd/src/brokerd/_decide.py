@@ -222,6 +222,7 @@ class Decider:
         pending = PendingApproval(
             id=self.approvals.new_id(),
             session=call.session,
+            call_id=call.call_id,
             tool=call.tool,
             arguments=canonical,  # raw: each client renders it for its owner's screen
             taint=call.taint,

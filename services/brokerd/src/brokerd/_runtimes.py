@@ -13,8 +13,6 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
-import trio
-
 import proto
 from proto import Label, Status, ToolCall, ToolRequest, ToolResponse
 
@@ -139,12 +137,13 @@ class MemoryRuntime:
             token=token,
         )
         try:
-            with trio.fail_after(self.call_timeout_s):
-                reply = await proto.call(self.socket, request, ToolResponse)
+            reply = await proto.call(
+                self.socket, request, ToolResponse, deadline_s=self.call_timeout_s
+            )
         except proto.Unreachable as exc:
             log.warning("%s call %s: %s", call.tool, call.call_id, exc)
             return RunOutput("error", MEMORYD_UNREACHABLE.format(tool=call.tool))
-        except trio.TooSlowError:
+        except proto.CallTimedOut:
             waited = format_duration(self.call_timeout_s)
             log.warning("%s call %s: memoryd did not answer in %s", call.tool, call.call_id, waited)
             return RunOutput(
@@ -154,21 +153,13 @@ class MemoryRuntime:
             )
         except proto.RemoteError as exc:
             return RunOutput("error", f"memoryd refused {call.tool}: {exc.error.message}")
-        except (
-            proto.NoReply,
-            proto.IncompleteFrame,
-            trio.BrokenResourceError,
-            ConnectionError,
-        ) as exc:
+        except proto.CallBroken as exc:
             # memoryd went away in the middle of the call: it died, or was stopped.
             log.warning(
-                "%s call %r: memoryd went away during it (%s)",
-                call.tool,
-                call.call_id,
-                exc or type(exc).__name__,
+                "%s call %r: memoryd went away during it (%s)", call.tool, call.call_id, exc
             )
             return RunOutput("error", MEMORYD_GONE.format(tool=call.tool))
-        except (proto.ProtocolError, OSError) as exc:
+        except proto.CallFailed as exc:
             log.warning("%s call %s: bad answer from memoryd: %s", call.tool, call.call_id, exc)
             return RunOutput("error", f"memoryd gave no usable answer to {call.tool}: {exc}")
         return RunOutput(reply.status, reply.content, reply.label)

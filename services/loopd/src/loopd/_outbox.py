@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import trio
 
-from proto import AssistantText, Connection, TurnEvent
+from proto import AssistantText, Connection, PeerGone, TurnEvent
 
 __all__ = ["Outbox", "joined"]
 
@@ -69,6 +69,6 @@ class Outbox:
                         break
                     try:
                         await self._conn.send(event)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    except PeerGone:
                         self.gone = True
                         left()

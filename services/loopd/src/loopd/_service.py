@@ -20,6 +20,8 @@ from proto import (
     MemoryBlock,
     MemoryBlockReply,
     Message,
+    ModelInfo,
+    ModelInfoReply,
     Say,
     ServiceError,
     SessionOpen,
@@ -129,6 +131,8 @@ class Loopd:
             return await self.say(request, conn)
         if isinstance(request, TurnFollow):
             return await self.follow(request, conn)
+        if isinstance(request, ModelInfo):
+            return ModelInfoReply(model=self.settings.model.model, url=self.settings.model.url)
         if isinstance(request, BaselinePreview):
             system = await self._system_prompt()
             model = self.settings.model
@@ -168,27 +172,22 @@ class Loopd:
                 "system-prompt-unreadable", f"cannot read the system prompt {path}: {exc}"
             ) from None
         try:
-            with trio.fail_after(MEMORY_BLOCK_DEADLINE_S):
-                block = await proto.call(
-                    self.settings.memory_socket, MemoryBlock(), MemoryBlockReply
-                )
+            block = await proto.call(
+                self.settings.memory_socket,
+                MemoryBlock(),
+                MemoryBlockReply,
+                deadline_s=MEMORY_BLOCK_DEADLINE_S,
+            )
         except proto.RemoteError as exc:
             raise ServiceError(
                 "memory-unavailable",
                 f"the session was not started: {exc.error.message}",
                 runbook="memory-unavailable",
             ) from None
-        except (
-            proto.Unreachable,
-            proto.ProtocolError,
-            trio.TooSlowError,
-            OSError,
-            trio.BrokenResourceError,
-        ) as exc:
+        except proto.CallFailed as exc:
             raise ServiceError(
                 "memory-unavailable",
-                f"the session was not started: memoryd did not answer "
-                f"({exc or type(exc).__name__})",
+                f"the session was not started: memoryd did not answer ({exc})",
                 runbook="memory-unavailable",
             ) from None
         return system.rstrip("\n") + "\n\n" + block.text
@@ -286,7 +285,7 @@ class Loopd:
                         return frame
                     try:
                         await conn.send(frame)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    except proto.PeerGone:
                         running.followers.remove(send)
                         return proto.Error(code="turn-interrupted", message="follower left")
             return proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)

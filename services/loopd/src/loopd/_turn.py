@@ -138,20 +138,13 @@ def _interrupted(call: ToolCall, fate: str) -> ToolResultRecord:
 async def call_fate(broker_socket: Path, session: str, call_id: str) -> str:
     """What became of an unanswered call, in words, as brokerd's audit log tells it."""
     try:
-        with trio.fail_after(CALL_STATE_DEADLINE_S):
-            reply = await proto.call(
-                broker_socket,
-                proto.CallState(session=session, call=call_id),
-                proto.CallStateReply,
-            )
-    except (
-        proto.Unreachable,
-        proto.RemoteError,
-        proto.ProtocolError,
-        trio.TooSlowError,
-        OSError,
-        trio.BrokenResourceError,
-    ) as exc:
+        reply = await proto.call(
+            broker_socket,
+            proto.CallState(session=session, call=call_id),
+            proto.CallStateReply,
+            deadline_s=CALL_STATE_DEADLINE_S,
+        )
+    except proto.CallFailed as exc:
         log.warning("cannot ask brokerd what became of call %r: %s", call_id, exc)
         return "it may have run (brokerd could not be asked)"
     return _FATES[reply.state].format(status=reply.status or "")
@@ -260,20 +253,17 @@ def _new_ids(session: Session, calls: list[ToolCall]) -> list[ToolCall]:
 
 async def _notify_memoryd(memory_socket: Path, session: str) -> None:
     try:
-        with trio.fail_after(SESSION_UPDATED_DEADLINE_S):
-            await proto.call(memory_socket, proto.SessionUpdated(session=session), proto.Ok)
-    except (
-        proto.Unreachable,
-        proto.RemoteError,
-        proto.ProtocolError,
-        trio.TooSlowError,
-        OSError,
-        trio.BrokenResourceError,
-    ) as exc:
+        await proto.call(
+            memory_socket,
+            proto.SessionUpdated(session=session),
+            proto.Ok,
+            deadline_s=SESSION_UPDATED_DEADLINE_S,
+        )
+    except proto.CallFailed as exc:
         log.warning(
             "session_updated for %s not delivered (memoryd catches up at its next start): %s",
             session,
-            exc or type(exc).__name__,
+            exc,
         )
 
 
@@ -318,12 +308,12 @@ async def _run_tool(session: Session, call: ToolCall, ctx: TurnContext, emit: Em
 
 async def _broker(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit) -> ToolOutcome:
     request = ToolRequest(session=session.id, call=call, taint=session.taint())
-    try:
-        with trio.fail_after(ctx.broker_timeout_s):
-            return await _ask_broker(ctx.broker_socket, request, emit, ctx.shutdown)
-    except trio.TooSlowError:
-        waited = ctx.broker_timeout_s
-        return _error(f"brokerd did not answer within {waited:g} s; the call may have run")
+    with trio.move_on_after(ctx.broker_timeout_s) as waited:
+        return await _ask_broker(ctx.broker_socket, request, emit, ctx.shutdown)
+    assert waited.cancelled_caught
+    return _error(
+        f"brokerd did not answer within {ctx.broker_timeout_s:g} s; the call may have run"
+    )
 
 
 async def _unless(
@@ -391,5 +381,5 @@ async def _ask_broker(
                     return _error(f"brokerd sent an unexpected {kind!r}")
     except proto.Unreachable as exc:
         return _error(f"brokerd is unreachable ({exc.reason}); the tool did not run")
-    except (proto.PeerClosed, proto.ProtocolError, trio.BrokenResourceError) as exc:
-        return _error(f"brokerd closed the call without an answer ({exc or 'no reply'})")
+    except proto.CallFailed as exc:
+        return _error(f"brokerd closed the call without an answer ({exc})")

@@ -451,7 +451,7 @@ class Bridge:
                 f"**Not recorded:** {outcome_span(exc.error.message)} (it may have been "
                 "decided already, from bxctl, or have timed out)."
             )
-        except (proto.Unreachable, proto.ProtocolError, OSError, trio.TooSlowError) as exc:
+        except proto.CallFailed as exc:
             log.warning("cannot send the decision on %s to brokerd: %s", approval.id, exc)
             problem = str(exc)
             await self._post(
@@ -583,13 +583,7 @@ class Bridge:
                 if not reply.more:
                     return pending
                 request = ApprovalsList(ids=reply.more)
-        except (
-            proto.Unreachable,
-            proto.RemoteError,
-            proto.ProtocolError,
-            OSError,
-            trio.TooSlowError,
-        ) as exc:
+        except proto.CallFailed as exc:
             problem = str(exc) or type(exc).__name__
             log.warning("cannot list the pending approvals (%s); %s", problem, otherwise)
             return None
@@ -668,12 +662,7 @@ class Bridge:
                     continue
                 turn.reply.note = _failure(exc.error)
                 return
-            except (
-                proto.Unreachable,
-                proto.ProtocolError,
-                OSError,
-                trio.BrokenResourceError,
-            ) as exc:
+            except proto.CallFailed as exc:
                 if not turn.reply.note:
                     turn.reply.note = (
                         "_boxmaker is not answering right now (loopd: "
@@ -698,14 +687,9 @@ class Bridge:
             turn.reply.note = ""
             while True:
                 try:
-                    with trio.fail_after(TURN_IDLE_DEADLINE_S):
-                        frame = await conversation.receive()
-                except proto.PeerClosed:
+                    frame = await conversation.receive(deadline_s=TURN_IDLE_DEADLINE_S)
+                except proto.NoReply:
                     raise proto.NoReply("loopd closed the turn without an answer") from None
-                except trio.TooSlowError:
-                    raise proto.NoReply(
-                        f"loopd sent nothing for {TURN_IDLE_DEADLINE_S:g} s"
-                    ) from None
                 if isinstance(frame, TurnDone):
                     turn.reply.finish(frame.text)
                     return True

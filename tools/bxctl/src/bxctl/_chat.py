@@ -30,8 +30,8 @@ from proto import (
     ApprovalDecide,
     ApprovalPending,
     AssistantText,
-    BaselinePreview,
-    BaselinePreviewReply,
+    ModelInfo,
+    ModelInfoReply,
     Ok,
     PendingApproval,
     Say,
@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["chat", "decision", "model_hint", "resume_hint"]
 
 MODEL_PROBE_S = 3.0
-IDLE_DEADLINE_S = 1000.0
-"""How long a turn may send nothing: an approval waits up to brokerd's timeout (900 s)."""
 PROMPT = "you> "
 APPROVE_PROMPT = "approve? [y/N, or a reason to deny] "
 
@@ -67,15 +65,12 @@ async def model_hint(home: Path, *, after_timeout: bool = False) -> str | None:
     a server that answers that but let a turn time out (`after_timeout`) is busy or slow.
     """
     try:
-        preview = await ask(
-            Sockets(home).path(proto.OWNER_LOOP),
-            proto.OWNER_LOOP,
-            BaselinePreview(),
-            BaselinePreviewReply,
+        info = await ask(
+            Sockets(home).path(proto.OWNER_LOOP), proto.OWNER_LOOP, ModelInfo(), ModelInfoReply
         )
     except CommandError:
         return None
-    url = preview.model_url.rstrip("/")
+    url = info.url.rstrip("/")
     try:
         async with httpx.AsyncClient(timeout=MODEL_PROBE_S) as http:
             await http.get(f"{url}/models")
@@ -226,52 +221,53 @@ async def _turn(
 ) -> bool:
     path = Sockets(home).path(proto.OWNER_LOOP)
     try:
-        async with proto.open_call(path, Say(session=session, text=text)) as conversation:
-            waiting = "thinking"
-            while True:
-                out.waiting(waiting)
-                # receive(), not `async for`: a return from inside the loop would leave
-                # the frames generator to the garbage collector
-                try:
-                    with trio.fail_after(IDLE_DEADLINE_S):
-                        frame = await conversation.receive()
-                except proto.PeerClosed:
-                    break
-                except trio.TooSlowError:
-                    raise CommandError(
-                        f"loopd sent nothing for {IDLE_DEADLINE_S:g} s; the turn may still be "
-                        f"running (`bxctl sessions show {session}` shows what it did)"
-                    ) from None
-                if isinstance(frame, AssistantText | ToolCalled | ToolResult | ApprovalPending):
-                    await _show_event(home, frame, out, decide=decide)
-                    if isinstance(frame, ToolCalled):
-                        waiting = f"running {inline(frame.call.name)}"
-                    elif isinstance(frame, AssistantText | ToolResult):
-                        waiting = "thinking"
-                elif isinstance(frame, TurnDone):
-                    out.line("")
-                    return True
-                elif isinstance(frame, proto.Error):
-                    runbook = f" (runbook: {inline(frame.runbook)})" if frame.runbook else ""
-                    out.line(f"error: {inline(frame.message)}{runbook}")
-                    if frame.code == "model-error":
-                        timed_out = "did not answer within" in frame.message
-                        hint = await model_hint(home, after_timeout=timed_out)
-                        if hint:
-                            out.line(f"note: {inline(hint)}")
-                    return False
+        async with proto.open_turn(path, Say(session=session, text=text)) as turn:
+            out.waiting("thinking")
+            async for item in turn:
+                match item:
+                    case TurnDone():
+                        out.line("")
+                        return True
+                    case ToolCalled(call=call):
+                        await _show_event(home, item, out, decide=decide)
+                        out.waiting(f"running {inline(call.name)}")
+                    case AssistantText() | ToolResult() | ApprovalPending():
+                        await _show_event(home, item, out, decide=decide)
+                        out.waiting("thinking")
+                    case _:
+                        assert_never(item)
+    except proto.RemoteError as exc:
+        frame = exc.error
+        runbook = f" (runbook: {inline(frame.runbook)})" if frame.runbook else ""
+        out.line(f"error: {inline(frame.message)}{runbook}")
+        if frame.code in MODEL_FAILURES:
+            hint = await model_hint(home, after_timeout=frame.code == "model-timeout")
+            if hint:
+                out.line(f"note: {inline(hint)}")
+        return False
     except proto.Unreachable as exc:
         raise CommandError(unreachable_sentence("loopd", path, exc.reason)) from None
-    except (proto.ProtocolError, trio.BrokenResourceError, OSError) as exc:
-        # a reset or a torn frame: loopd stopped or restarted mid-turn (its own words, if
-        # it sent any, are in `exc`; a bare reset has none worth showing)
-        said = str(exc) if isinstance(exc, proto.ProtocolError) and str(exc) else ""
+    except proto.CallTimedOut:
+        raise CommandError(
+            f"loopd sent nothing for {proto.TURN_IDLE_S:g} s; the turn may still be "
+            f"running (`{bxctl('sessions show ' + session)}` shows what it did)"
+        ) from None
+    except proto.NoReply:
+        # the connection ended cleanly between frames: loopd was killed or stopped mid-turn
+        out.line(f"error: {_broken_turn(session, '')}")
+        return False
+    except proto.CallFailed as exc:
+        # a reset or a torn frame: loopd stopped or restarted mid-turn
+        said = str(exc) if isinstance(exc, proto.BadReply) else ""
         raise CommandError(_broken_turn(session, said)) from None
     finally:
         out.spinner.stop()
-    # the connection ended cleanly between frames: loopd was killed or stopped mid-turn
-    out.line(f"error: {_broken_turn(session, '')}")
-    return False
+    # the turn's iterator ends only after its turn_done, which returned above
+    raise AssertionError("a turn ended without its turn_done")  # pragma: no cover
+
+
+MODEL_FAILURES = frozenset({"model-error", "model-timeout", "model-unreachable"})
+"""loopd's codes for a turn the model server failed (runbook: model-unavailable)."""
 
 
 def _broken_turn(session: str, said: str) -> str:

@@ -25,6 +25,7 @@ __all__ = [
     "ask_now",
     "bxctl",
     "clipped",
+    "failure_sentence",
     "given_home",
     "home_of",
     "inline",
@@ -111,19 +112,10 @@ def ask_now(
     deadline_s: float = CALL_DEADLINE_S,
 ) -> M:
     """One request to a role, blocking (no trio), every failure a `CommandError` sentence."""
-    role = spec.server
     try:
         return proto.call_blocking(path, request, expect, deadline_s=deadline_s)
-    except proto.Unreachable as exc:
-        raise CommandError(unreachable_sentence(role, path, exc.reason)) from None
-    except proto.RemoteError as exc:
-        raise CommandError(_refused(role, exc)) from None
-    except proto.TooSlow:
-        raise CommandError(f"{role} did not answer within {deadline_s:g} s at {path}") from None
-    except proto.NoReply:
-        raise CommandError(f"{role} closed the connection without answering ({path})") from None
-    except (proto.ProtocolError, OSError) as exc:
-        raise CommandError(f"{role} sent something unexpected at {path}: {exc}") from None
+    except proto.CallFailed as exc:
+        raise CommandError(failure_sentence(spec.server, path, exc)) from None
 
 
 async def ask(
@@ -135,22 +127,25 @@ async def ask(
     deadline_s: float = CALL_DEADLINE_S,
 ) -> M:
     """`ask_now` for commands that run under trio (chat, up)."""
-    import trio
-
-    role = spec.server
     try:
-        with trio.fail_after(deadline_s):
-            return await proto.call(path, request, expect)
-    except proto.Unreachable as exc:
-        raise CommandError(unreachable_sentence(role, path, exc.reason)) from None
-    except proto.RemoteError as exc:
-        raise CommandError(_refused(role, exc)) from None
-    except trio.TooSlowError:
-        raise CommandError(f"{role} did not answer within {deadline_s:g} s at {path}") from None
-    except proto.NoReply:
-        raise CommandError(f"{role} closed the connection without answering ({path})") from None
-    except (proto.ProtocolError, trio.BrokenResourceError) as exc:
-        raise CommandError(f"{role} sent something unexpected at {path}: {exc}") from None
+        return await proto.call(path, request, expect, deadline_s=deadline_s)
+    except proto.CallFailed as exc:
+        raise CommandError(failure_sentence(spec.server, path, exc)) from None
+
+
+def failure_sentence(role: str, path: Path, exc: proto.CallFailed) -> str:
+    """What the owner reads when a call to `role` at `path` failed, by how it failed."""
+    match exc:
+        case proto.Unreachable(reason=reason):
+            return unreachable_sentence(role, path, reason)
+        case proto.RemoteError():
+            return _refused(role, exc)
+        case proto.CallTimedOut(seconds=seconds):
+            return f"{role} did not answer within {seconds:g} s at {path}"
+        case proto.NoReply():
+            return f"{role} closed the connection without answering ({path})"
+        case _:
+            return f"{role} sent something unexpected at {path}: {exc}"
 
 
 def _refused(role: str, exc: proto.RemoteError) -> str:
