@@ -24,12 +24,31 @@ import msgspec
 
 import proto
 
-__all__ = ["HANDLED_DAYS", "Inflight", "OpenApproval", "State", "StateStore"]
+__all__ = [
+    "HANDLED_DAYS",
+    "Inflight",
+    "OpenApproval",
+    "State",
+    "StateStore",
+    "session_of",
+    "thread_of",
+]
 
 log = logging.getLogger("mattermostd.state")
 
 HANDLED_DAYS = 7
 """How long a handled post's id is kept (a post older than that is before the horizon)."""
+SESSION_PREFIX = "mm-"
+
+
+def session_of(root_id: str) -> str:
+    """The session of a thread: `mm-` and its root post's id (ARCHITECTURE §3)."""
+    return f"{SESSION_PREFIX}{root_id}"
+
+
+def thread_of(session: str) -> str | None:
+    """The root post id of a Mattermost session, or None for a session of elsewhere."""
+    return session.removeprefix(SESSION_PREFIX) if session.startswith(SESSION_PREFIX) else None
 
 
 class Inflight(msgspec.Struct, kw_only=True):
@@ -55,6 +74,8 @@ class OpenApproval(msgspec.Struct, kw_only=True):
     session: str
     channel_id: str
     root_id: str
+    call_id: str = ""
+    """The tool call it decides: the call's `tool_result` settles it."""
     post_ids: list[str] = msgspec.field(default_factory=list)
     """The approval's posts (one per announcement), each edited to say what was decided."""
     part_ids: list[str] = msgspec.field(default_factory=list)

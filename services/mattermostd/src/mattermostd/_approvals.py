@@ -1,0 +1,253 @@
+"""Approvals in threads: posted, decided by the owner, closed with their call's outcome.
+
+The life of one approval, each step recorded in the ledger before it is taken:
+
+1. loopd passes on brokerd's `approval_pending` during a turn: `announce` posts it in
+   the session's thread (a head, and parts when the arguments are too long for one post).
+2. The owner answers (`decide`): brokerd is told, and the head says who decided, how
+   and when. A decision made in bxctl meanwhile is brokerd's to refuse.
+3. The call's `tool_result` comes (`settle`, found by the call id brokerd gave): the
+   head says what became of the call, and the approval is closed.
+4. After a restart (`resume`) brokerd says which approvals still wait: the others are
+   closed (their turn's reply says what happened), the waiting ones posted again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import proto
+from proto import ApprovalDecide, Approvals, ApprovalsList, Ok, PendingApproval, ToolResult
+
+from ._api import Reaction, Rejected
+from ._board import Board
+from ._config import Settings
+from ._ledger import Ledger
+from ._outbound import Outbound
+from ._state import OpenApproval, thread_of
+from ._text import Decision, approval_posts, outcome_span
+
+__all__ = ["APPROVAL_PROP", "ApprovalPoster", "OnReaction"]
+
+log = logging.getLogger("mattermostd")
+
+APPROVAL_PROP = "boxmaker_approval"
+BROKER_DEADLINE_S = 30.0
+GONE_WHILE_AWAY = (
+    "**No longer waiting:** decided (in bxctl) or timed out while the Mattermost bridge "
+    "was away; the reply in this thread says what happened."
+)
+OnReaction = Callable[[Reaction], Awaitable[None]]
+DECIDED_ELSEWHERE = (
+    "**Decided outside Mattermost** (bxctl, or it timed out); the reply in this thread "
+    "says what became of the call."
+)
+
+
+class ApprovalPoster:
+    """The approvals the bridge posts and the owner decides.
+
+    `on_reaction` is the bridge's reading of a reaction: reactions made while the bridge
+    could not see them (found on an approval's posts) go the way the stream's do.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: Ledger,
+        board: Board,
+        out: Outbound,
+        on_reaction: OnReaction,
+    ) -> None:
+        self.s = settings
+        self.ledger = ledger
+        self.board = board
+        self.out = out
+        self._on_reaction = on_reaction
+
+    # -- 1. posted -----------------------------------------------------------------------
+
+    async def announce(self, approval: PendingApproval, channel: str, again: bool = False) -> None:
+        """Post the approval in its session's thread (a settle waits for this).
+
+        `again` posts it anew after a restart ("still waiting"); otherwise an approval
+        whose post exists (a follow replaying the turn) is not posted twice.
+        """
+        self.board.announcing(approval.id)
+        try:
+            await self._announce(approval, channel, again)
+        except Rejected as exc:
+            log.error("cannot post approval %s in its thread: %s", approval.id, exc)
+        finally:
+            self.board.announced(approval.id)
+
+    async def _announce(self, approval: PendingApproval, channel: str, again: bool) -> None:
+        root = thread_of(approval.session)
+        assert root is not None, approval.session
+        message, *parts = approval_posts(approval, again=again)
+        known = self.board.get(approval.id)
+        if known is None:
+            known = OpenApproval(
+                id=approval.id,
+                session=approval.session,
+                call_id=approval.call_id,
+                channel_id=channel,
+                root_id=root,
+                message=message,
+            )
+            self.ledger.approval_opened(known)
+        else:
+            await self.out.retrying(lambda: self._adopt(known, approval))
+            if known.post_ids and not again:
+                return
+        props = {APPROVAL_PROP: approval.id}
+        post = await self.out.post(channel, root, message, props=props)
+        self.ledger.approval_post(known, post.id, part=False)
+        for part in parts:
+            post = await self.out.post(channel, root, part, props=props)
+            self.ledger.approval_post(known, post.id, part=True)
+        # The owner may have reacted before the bridge knew a post's id (its create was
+        # answered late, or found again after a lost answer): the stream's event was not
+        # recognised then.
+        await self.out.retrying(lambda: self.reactions_on(known))
+
+    async def _adopt(self, known: OpenApproval, approval: PendingApproval) -> None:
+        """Take as this approval's the posts of it the bridge made but did not record.
+
+        A bridge killed between a post's create and the ledger's write left a post the
+        owner may react to, or that should say the outcome: found in the thread by its
+        prop and its text (the head as first posted or as posted again, or a part).
+        """
+        first, *parts = approval_posts(approval)
+        heads = {first, approval_posts(approval, again=True)[0]}
+        known_ids = {*known.post_ids, *known.part_ids}
+        for post in await self.out.own_posts(known.root_id):
+            if post.props.get(APPROVAL_PROP) != approval.id or post.id in known_ids:
+                continue
+            if post.message in heads or post.message in parts:
+                self.ledger.approval_post(known, post.id, part=post.message in parts)
+                log.info("approval %s: found its post %s made before a restart", known.id, post.id)
+
+    async def reactions_on(self, approval: OpenApproval) -> None:
+        """The reactions on the approval's posts, made while the bridge could not see them."""
+        for post_id in [*approval.post_ids, *approval.part_ids]:
+            for reaction in await self.out.api.reactions(post_id):
+                await self._on_reaction(reaction)
+
+    # -- 2. decided ----------------------------------------------------------------------
+
+    async def decide(self, approval_id: str, decision: Decision, *, how: str) -> None:
+        """Send the owner's decision to brokerd and say it on the approval's head."""
+        approval = self.board.get(approval_id)
+        if approval is None or approval.decided or not self.board.start_deciding(approval_id):
+            return
+        try:
+            await self._decide(approval, decision, how)
+        finally:
+            self.board.done_deciding(approval_id)
+
+    async def _decide(self, approval: OpenApproval, decision: Decision, how: str) -> None:
+        request = ApprovalDecide(id=approval.id, approve=decision.approve, reason=decision.reason)
+        try:
+            await proto.call(self.s.broker_socket, request, Ok, deadline_s=BROKER_DEADLINE_S)
+        except proto.RemoteError as exc:
+            text = (
+                f"**Not recorded:** {outcome_span(exc.error.message)} (it may have been "
+                "decided already, from bxctl, or have timed out)."
+            )
+        except proto.CallFailed as exc:
+            log.warning("cannot send the decision on %s to brokerd: %s", approval.id, exc)
+            await self.out.post(
+                approval.channel_id,
+                approval.root_id,
+                "**Your decision was not recorded:** brokerd did not answer "
+                f"({proto.code_span(str(exc))}). Try again in a moment.",
+            )
+            return
+        else:
+            word = "Approved" if decision.approve else "Denied"
+            reason = f", reason {outcome_span(decision.reason)}" if decision.reason else ""
+            text = (
+                f"**{word}** by {proto.code_span(self.s.owner_name)} in Mattermost "
+                f"({how}{reason}), {proto.utc_stamp()}."
+            )
+            log.info("approval %s %s from Mattermost", approval.id, word.lower())
+        self.ledger.approval_decided(approval, text)
+        await self._show(approval, text)
+
+    async def _show(self, approval: OpenApproval, outcome: str) -> None:
+        message = f"{approval.message}\n\n{outcome}"
+        for post_id in approval.post_ids:
+            try:
+                await self.out.edit(post_id, message)
+            except Rejected as exc:
+                log.warning("cannot show the outcome on approval %s: %s", approval.id, exc)
+
+    # -- 3. settled by its call ----------------------------------------------------------
+
+    async def settle(self, session: str, result: ToolResult) -> None:
+        """A call's result came: if an approval decided it, its head says what became of it."""
+        approval = self.board.of_call(session, result.call.id)
+        if approval is None:
+            return
+        await self.board.wait_announced(approval.id)
+        if self.ledger.approval_closed(approval.id) is None:
+            return  # settled meanwhile (the same result, replayed by a follow)
+        if result.status == "denied":
+            ran = f"The call did not run: {outcome_span(result.content)}"
+        elif result.status == "ok":
+            ran = "The call ran."
+        else:
+            ran = f"The call ran and failed: {outcome_span(result.content)}"
+        decided = approval.decided or "**Decided outside Mattermost** (bxctl, or it timed out)."
+        await self._show(approval, f"{decided}\n{ran}")
+
+    # -- 4. after a restart, or a turn that ended without their results ------------------
+
+    async def pending(self, otherwise: str) -> list[PendingApproval] | None:
+        """Every approval brokerd waits on, a frame's worth at a time.
+
+        None, and a log line ending in `otherwise`, when brokerd cannot say.
+        """
+        request = ApprovalsList()
+        pending: list[PendingApproval] = []
+        try:
+            while True:
+                reply = await proto.call(
+                    self.s.broker_socket, request, Approvals, deadline_s=BROKER_DEADLINE_S
+                )
+                pending += reply.pending
+                if not reply.more:
+                    return pending
+                request = ApprovalsList(ids=reply.more)
+        except proto.CallFailed as exc:
+            log.warning("cannot list the pending approvals (%s); %s", exc, otherwise)
+            return None
+
+    async def close(self, approval: OpenApproval, otherwise: str) -> None:
+        """An approval brokerd no longer waits on, whose call's result the bridge missed."""
+        if self.ledger.approval_closed(approval.id) is None:
+            return
+        if approval.decided:
+            outcome = f"{approval.decided}\nThe reply in this thread says what became of the call."
+        else:
+            outcome = otherwise
+        await self._show(approval, outcome)
+
+    async def close_gone(self, session: str) -> None:
+        """After a turn: close the session's approvals brokerd no longer waits on.
+
+        A turn that ended without a call's result (loopd restarted, the turn was
+        interrupted) leaves its approval open; brokerd, not a guess, says it is over.
+        """
+        left = self.board.of_session(session)
+        if not left:
+            return
+        pending = await self.pending("left for the next start")
+        if pending is None:
+            return
+        waiting = {a.id for a in pending}
+        for approval in left:
+            if approval.id not in waiting:
+                await self.close(approval, DECIDED_ELSEWHERE)

@@ -1,0 +1,161 @@
+"""The inbox: what an event from Mattermost means to the bridge. Pure: no I/O, no state change.
+
+The bridge listens to the owner alone. A post or reaction is the owner's only when its
+author is the owner's user id and no integration made it in their name (an incoming
+webhook, a slash command, a bot or a plugin sets one of `INTEGRATION_PROPS`). A post
+answers an approval when its thread has one waiting and it reads as a decision
+(`parse_decision`); any other owner post with text is a message for its thread's session.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ._api import Post, Reaction
+from ._board import Board
+from ._state import Inflight, State, session_of
+from ._text import APPROVE_EMOJI, DENY_EMOJI, Decision, parse_decision
+
+__all__ = [
+    "INTEGRATION_PROPS",
+    "Answers",
+    "Empty",
+    "Ignored",
+    "Integration",
+    "Meaning",
+    "Message",
+    "Reader",
+    "Stranger",
+]
+
+INTEGRATION_PROPS = ("from_webhook", "from_bot", "from_plugin", "override_username")
+"""Props Mattermost sets on a post that an integration made: an incoming webhook or a slash
+command posts in the name of the user who created it, and whoever holds its URL or
+token could otherwise speak, or answer an approval, as the owner."""
+_ID = re.compile(r"[a-z0-9]{26}")
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """Nothing for the bridge (another channel, a deletion, its own post, an edit, …)."""
+
+    why: str
+    noted: bool = False
+    """Worth a log line (the owner did something the bridge does not act on)."""
+
+
+@dataclass(frozen=True)
+class Stranger:
+    """By someone who is not the owner (logged once per author)."""
+
+    user_id: str
+    what: str
+
+
+@dataclass(frozen=True)
+class Integration:
+    """A post in the owner's name made by an integration (logged once)."""
+
+    post_id: str
+
+
+@dataclass(frozen=True)
+class Answers:
+    """The owner's decision on a waiting approval, by a reply or a reaction."""
+
+    approval_id: str
+    decision: Decision
+    how: str
+    post: Post | None = None
+    """The reply that decided (handled at once), or None for a reaction."""
+
+
+@dataclass(frozen=True)
+class Empty:
+    """An owner post with nothing to say (a file alone): handled, not answered."""
+
+    post: Post
+
+
+@dataclass(frozen=True)
+class Message:
+    """An owner post for its thread's session; `approval_waiting` if one waits there."""
+
+    inflight: Inflight
+    approval_waiting: bool
+
+
+Meaning = Ignored | Stranger | Integration | Answers | Empty | Message
+
+
+def by_integration(post: Post) -> bool:
+    """Whether an integration made the post (in whoever's name)."""
+    return any(post.props.get(name) not in (None, "", False, "false") for name in INTEGRATION_PROPS)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """Reads events for one bridge: who the owner and the bot are, which channels count."""
+
+    owner_id: str
+    bot_id: str
+    channels: frozenset[str]
+
+    def post(self, post: Post, state: State, board: Board) -> Meaning:
+        """What a new post means."""
+        if post.channel_id not in self.channels:
+            return Ignored("another channel")
+        if post.delete_at or post.original_id or post.type:
+            return Ignored("deleted, an edit's old copy, or a system message")
+        if post.user_id == self.bot_id:
+            return Ignored("the bridge's own post")
+        if post.user_id != self.owner_id:
+            return Stranger(post.user_id, "a post")
+        if by_integration(post):
+            return Integration(post.id)
+        if post.create_at < state.horizon or state.is_known(post.id):
+            return Ignored("handled already, or from before the bridge's horizon")
+        root = post.root_id or post.id
+        if _ID.fullmatch(root) is None:
+            return Ignored(f"post {post.id!r} has a root id the bridge cannot use", noted=True)
+        waiting = board.waiting_in(root)
+        if waiting is not None and (decision := parse_decision(post.message)) is not None:
+            return Answers(waiting.id, decision, "a reply", post)
+        if not post.message.strip():
+            return Empty(post)
+        inflight = Inflight(
+            post_id=post.id,
+            channel_id=post.channel_id,
+            root_id=root,
+            session=session_of(root),
+            text=post.message,
+            create_at=post.create_at,
+        )
+        return Message(inflight, approval_waiting=waiting is not None)
+
+    def edit(self, post: Post) -> Ignored:
+        """An edit is never a new message: boxmaker answers what was first said."""
+        if post.user_id == self.owner_id and post.channel_id in self.channels:
+            return Ignored(
+                f"the owner edited post {post.id}; boxmaker answers what was first said",
+                noted=True,
+            )
+        return Ignored("an edit")
+
+    def reaction(self, reaction: Reaction, board: Board) -> Meaning:
+        """What a reaction means: only the owner's ✅ or ❌ on a waiting approval's post."""
+        approval = board.of_post(reaction.post_id)
+        if approval is None:
+            return Ignored("not on an approval post")
+        if reaction.user_id == self.bot_id:
+            return Ignored("the bridge's own reaction")
+        if reaction.user_id != self.owner_id:
+            return Stranger(reaction.user_id, "a reaction")
+        if approval.decided:
+            return Ignored("the approval was decided already")
+        if reaction.emoji_name in APPROVE_EMOJI:
+            return Answers(approval.id, Decision(approve=True), "a reaction")
+        if reaction.emoji_name in DENY_EMOJI:
+            return Answers(approval.id, Decision(approve=False), "a reaction")
+        return Ignored("a reaction that is not a decision")

@@ -1,0 +1,143 @@
+"""The ledger: the bridge's state file, each change of which saves itself.
+
+"Every owner post is answered exactly once" rests on one rule, kept here and nowhere
+else: **a step is written down before it is taken**. Each method below changes the
+state and writes the file (`StateStore.save`: temporary file, fsync, rename) before it
+returns, and the callers call it before the step it records:
+
+1. `accept`: an owner post joins `inflight` before anything is done with it, so a
+   bridge killed from then on finds it again at its next start.
+2. `said`: marked before the `say` goes to loopd, so a restarted bridge *follows* the
+   turn (`turn_follow` by its ref) rather than saying it twice; loopd answers
+   `turn-not-found` if it never arrived, and `unsaid` puts it back.
+3. `reply_creating`: a reply post's `pending_post_id` is saved before the create, so a
+   restarted bridge looks for the post in the thread before making another;
+   `reply_made` saves its id once known.
+4. `answered`: the post moves from `inflight` to `handled` once its reply is final.
+5. `handled`: posts that need no turn (a decision, an empty post) are handled at once.
+6. Approvals: `approval_opened` before the first approval post is made, each post's id
+   (`approval_post`) as soon as it is known, the owner's decision (`approval_decided`)
+   before it is shown, and `approval_closed` before the outcome is shown.
+
+A change that needs no order (the place in a channel, an author logged once) is saved
+with it too: the file is small and changes rarely against the turns it protects.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ._state import HANDLED_DAYS, Inflight, OpenApproval, State, StateStore
+
+__all__ = ["HANDLED_DAYS", "Ledger", "now_ms"]
+
+
+def now_ms() -> int:
+    """The wall clock in ms since 1970, as Mattermost counts."""
+    return int(time.time() * 1000)
+
+
+class Ledger:
+    """The state of the bridge, read once and written at every change."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+        self.state = State()
+        """Read it freely; change it only through the methods below."""
+
+    def load(self) -> None:
+        """Read the state file (a new one starts from now), dropping old handled ids."""
+        self.state = self._store.load(now_ms=now_ms())
+        self.state.prune(now_ms())
+
+    def _save(self) -> None:
+        self._store.save(self.state)
+
+    # -- posts ---------------------------------------------------------------------------
+
+    def saw(self, channel_id: str, update_at: int) -> None:
+        """A post of `channel_id` changed at `update_at`: the catch-up starts there next time.
+
+        Not saved by itself: a place saved late makes a catch-up read again posts the
+        ledger already knows (and skips), never miss one.
+        """
+        self.state.seen(channel_id, update_at)
+
+    def checkpoint(self) -> None:
+        """Save the places in the channels (after a catch-up, and after each event)."""
+        self._save()
+
+    def accept(self, inflight: Inflight) -> None:
+        """An owner post to answer: in flight from now on."""
+        self.state.inflight.append(inflight)
+        self._save()
+
+    def handled(self, post_id: str, create_at: int) -> None:
+        """A post done with that needed no turn (a decision, an empty post)."""
+        self.state.handled[post_id] = create_at
+        self._save()
+
+    def stranger(self, user_id: str) -> bool:
+        """Note an author who is not the owner; True the first time (to log it once)."""
+        if user_id in self.state.strangers:
+            return False
+        self.state.strangers.append(user_id)
+        self._save()
+        return True
+
+    # -- a turn --------------------------------------------------------------------------
+
+    def said(self, inflight: Inflight) -> None:
+        """The `say` is about to go: from now on it may have reached loopd."""
+        inflight.said = True
+        self._save()
+
+    def unsaid(self, inflight: Inflight) -> None:
+        """Loopd never had the `say` (`turn-not-found`): it is to be said again."""
+        inflight.said = False
+        self._save()
+
+    def reply_creating(self, inflight: Inflight, pending_post_id: str) -> None:
+        """The reply post is about to be created with `pending_post_id`."""
+        inflight.pending_post_id = pending_post_id
+        self._save()
+
+    def reply_made(self, inflight: Inflight, reply_id: str) -> None:
+        """The reply post exists: later changes edit `reply_id`."""
+        inflight.reply_id = reply_id
+        self._save()
+
+    def reply_lost(self, inflight: Inflight) -> None:
+        """The reply post is gone (deleted in Mattermost): a new one is to be made."""
+        inflight.reply_id = ""
+        inflight.pending_post_id = ""
+        self._save()
+
+    def answered(self, inflight: Inflight) -> None:
+        """The reply is final: the post is handled."""
+        self.state.done(inflight)
+        self._save()
+
+    # -- approvals -----------------------------------------------------------------------
+
+    def approval_opened(self, approval: OpenApproval) -> None:
+        """An approval is about to be posted in its thread."""
+        self.state.approvals[approval.id] = approval
+        self._save()
+
+    def approval_post(self, approval: OpenApproval, post_id: str, *, part: bool) -> None:
+        """One of the approval's posts exists (its head, or a part of long arguments)."""
+        (approval.part_ids if part else approval.post_ids).append(post_id)
+        self._save()
+
+    def approval_decided(self, approval: OpenApproval, text: str) -> None:
+        """The owner decided in Mattermost and brokerd took it; `text` says how."""
+        approval.decided = text
+        self._save()
+
+    def approval_closed(self, approval_id: str) -> OpenApproval | None:
+        """Brokerd no longer waits on the approval: forget it (its posts say the outcome)."""
+        approval = self.state.approvals.pop(approval_id, None)
+        if approval is not None:
+            self._save()
+        return approval

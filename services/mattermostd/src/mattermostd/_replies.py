@@ -1,0 +1,159 @@
+"""The reply poster: one turn's reply post, created at its first words and edited as it grows.
+
+The reply is edited at most every `[reply] update_s`; while the model works the thread
+shows the bot typing. A reply post is created with a `pending_post_id` (recorded first)
+and a `boxmaker_reply_to` prop naming the owner's post, by which a restarted bridge finds
+it in the thread instead of posting a second one. The final reply is split into posts
+of at most `MAX_POST_CHARS`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import trio
+
+from ._api import Rejected
+from ._ledger import Ledger, now_ms
+from ._outbound import Outbound
+from ._state import Inflight
+from ._text import MAX_POST_CHARS, Reply, split_message
+
+__all__ = ["REPLY_PROP", "UNSAFE_LINKS", "ReplyPoster", "Turn", "Typing"]
+
+log = logging.getLogger("mattermostd")
+
+REPLY_PROP = "boxmaker_reply_to"
+UNSAFE_LINKS = {"unsafe_links": "true"}
+"""Mattermost (10.x) neither previews nor links the addresses in such a post: the server
+fetching a page the model named, with what the session read in its address, is a leak."""
+TYPING_EVERY_S = 3.0
+"""Mattermost shows "typing" for a few seconds after each `user_typing`."""
+
+Typing = Callable[[str, str], Awaitable[None]]
+"""Show the bot typing in (channel, thread); best effort."""
+
+
+@dataclass
+class Turn:
+    """One turn being answered: its post, its reply and what the poster showed."""
+
+    inflight: Inflight
+    reply: Reply = field(default_factory=Reply)
+    changed: trio.Event = field(default_factory=trio.Event)
+    finished: bool = False
+    ended: trio.Event = field(default_factory=trio.Event)
+    """Set with `finished`: the typing task stops at once."""
+    thinking: bool = True
+    """The model is working (typing is shown); false while an approval waits."""
+    shown: str = ""
+
+    def update(self) -> None:
+        """The reply changed: the poster shows it (at its pace)."""
+        self.changed.set()
+
+    def finish(self) -> None:
+        """The turn is over: the poster posts the final reply and stops."""
+        self.finished = True
+        self.ended.set()
+        self.changed.set()
+
+
+class ReplyPoster:
+    """Shows turns' replies in their threads."""
+
+    def __init__(self, out: Outbound, ledger: Ledger, update_s: float, typing: Typing) -> None:
+        self.out = out
+        self.ledger = ledger
+        self.update_s = update_s
+        self._typing = typing
+
+    async def typing(self, turn: Turn) -> None:
+        """Show typing while the model works, until the turn ends."""
+        while not turn.finished:
+            if turn.thinking:
+                await self._typing(turn.inflight.channel_id, turn.inflight.root_id)
+            with trio.move_on_after(TYPING_EVERY_S):
+                await turn.ended.wait()
+
+    async def show(self, turn: Turn) -> None:
+        """Show the reply as it grows, then the final one; the post is then handled."""
+        last = -math.inf
+        while True:
+            await turn.changed.wait()
+            turn.changed = trio.Event()
+            finished = turn.finished
+            wait = last + self.update_s - trio.current_time()
+            if wait > 0:
+                await trio.sleep(wait)
+                finished = turn.finished
+            if turn.reply.empty and not finished:
+                continue
+            if finished:
+                try:
+                    await self.out.retrying(lambda: self._final(turn))
+                except Rejected as exc:
+                    log.error(
+                        "cannot post the reply to %s (%s); the answer is in session %s",
+                        turn.inflight.post_id,
+                        exc,
+                        turn.inflight.session,
+                    )
+                self.ledger.answered(turn.inflight)
+                return
+            message = turn.reply.message()
+            if len(message) > MAX_POST_CHARS:
+                message = message[: MAX_POST_CHARS - 40] + "\n\n_… (continued when finished)_"
+            if message != turn.shown:
+                try:
+                    await self.out.retrying(partial(self._show, turn, message))
+                except Rejected as exc:
+                    log.warning("cannot show the reply to %s yet: %s", turn.inflight.post_id, exc)
+            last = trio.current_time()
+
+    async def _show(self, turn: Turn, message: str) -> None:
+        inflight = turn.inflight
+        if not inflight.reply_id:
+            self.ledger.reply_made(inflight, await self._find_or_create(inflight, message))
+        else:
+            try:
+                await self.out.api.patch_post(inflight.reply_id, message)
+            except Rejected as exc:
+                log.warning("the reply post %s: %s; posting a new one", inflight.reply_id, exc)
+                self.ledger.reply_lost(inflight)
+                self.ledger.reply_made(inflight, await self._find_or_create(inflight, message))
+        turn.shown = message
+
+    async def _find_or_create(self, inflight: Inflight, message: str) -> str:
+        if inflight.pending_post_id:
+            # A create may have gone through before the bridge stopped: look first.
+            for post in await self.out.own_posts(inflight.root_id):
+                if post.props.get(REPLY_PROP) == inflight.post_id:
+                    await self.out.api.patch_post(post.id, message)
+                    return post.id
+        else:
+            self.ledger.reply_creating(inflight, f"{self.out.bot_id}:{now_ms()}")
+        post = await self.out.api.create_post(
+            channel_id=inflight.channel_id,
+            message=message,
+            root_id=inflight.root_id,
+            pending_post_id=inflight.pending_post_id,
+            props={REPLY_PROP: inflight.post_id, **UNSAFE_LINKS},
+        )
+        return post.id
+
+    async def _final(self, turn: Turn) -> None:
+        parts = split_message(turn.reply.message())
+        if parts[0] != turn.shown or not turn.inflight.reply_id:
+            await self._show(turn, parts[0])
+        for number, part in enumerate(parts[1:], start=2):
+            await self.out.post(
+                turn.inflight.channel_id,
+                turn.inflight.root_id,
+                part,
+                props={REPLY_PROP: f"{turn.inflight.post_id}#{number}", **UNSAFE_LINKS},
+            )
