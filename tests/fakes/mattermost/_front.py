@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import socket
+import struct
+
 import trio
 
 _SNIFF_LIMIT = 8192
@@ -34,6 +37,9 @@ class Front:
         self._accepting: trio.CancelScope | None = None
         self._relays: set[_Relay] = set()
         self.port = 0
+        self.reset_upgrades = False
+        """Reset each WebSocket upgrade mid-handshake (a proxy or network dropping it)."""
+        self.upgrades_reset = 0
 
     @property
     def up(self) -> bool:
@@ -103,6 +109,13 @@ class Front:
                         relay.sniffed = True
                         line = relay.first_line.split(b"\r\n", 1)[0]
                         relay.websocket = line.startswith(b"GET /api/v4/websocket")
+                        if relay.websocket and self.reset_upgrades:
+                            # SO_LINGER 0: the close sends a RST, as a dropped connection does
+                            source.socket.setsockopt(
+                                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                            )
+                            self.upgrades_reset += 1
+                            break
                 await sink.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass

@@ -226,6 +226,28 @@ class FakeMattermost:
         """Cut every connection, HTTP keep-alive ones too."""
         return self.front.cut(websockets_only=False)
 
+    def refuse_upgrades(self, status: int | None) -> None:
+        """Answer each WebSocket upgrade with HTTP `status` (None: accept them again)."""
+        self.hub.refuse_status = status
+
+    @property
+    def upgrades_refused(self) -> int:
+        """How many upgrades were answered with `refuse_upgrades`' status."""
+        return self.hub.upgrades_refused
+
+    def reset_upgrades(self, on: bool) -> None:
+        """Reset each WebSocket upgrade mid-handshake (a TCP RST after the request)."""
+        self.front.reset_upgrades = on
+
+    @property
+    def upgrades_reset(self) -> int:
+        """How many upgrades were reset."""
+        return self.front.upgrades_reset
+
+    async def wait_for_refused_upgrades(self, count: int) -> None:
+        """Return once `count` upgrades have been refused."""
+        await self._wait(lambda: self.hub.upgrades_refused >= count)
+
     def lose_answer(self, method: str, path: str, *, containing: bytes = b"") -> None:
         """The next such request (whose body holds `containing`) is done, then answered
         500: its client cannot know it was."""

@@ -69,6 +69,9 @@ class Hub:
         self.store = store
         self.connections: set[Connection] = set()
         self.changed = changed
+        self.refuse_status: int | None = None
+        """Answer every upgrade with this HTTP status (a proxy while Mattermost restarts)."""
+        self.upgrades_refused = 0
         """Called when the set of authenticated connections changes."""
 
     def unregister(self, conn: Connection) -> None:
@@ -154,6 +157,11 @@ async def serve_websocket(hub: Hub, scope: Scope, receive: Receive, send: Send) 
     """The ASGI WebSocket handler."""
     if (await receive())["type"] != "websocket.connect":
         return
+    if hub.refuse_status is not None:
+        hub.upgrades_refused += 1
+        hub.changed()
+        await _refuse(send, hub.refuse_status)
+        return
     token = token_from(scope)
     if token is not None and token not in hub.store.tokens:
         body = msgspec.json.encode(
@@ -190,6 +198,23 @@ async def serve_websocket(hub: Hub, scope: Scope, receive: Receive, send: Send) 
             nursery.cancel_scope.cancel()
     finally:
         hub.unregister(conn)
+
+
+PROXY_PAGES = {
+    429: b"<html><body><h1>429 Too Many Requests</h1></body></html>",
+    502: b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
+    503: b"<html><head><title>503 Service Temporarily Unavailable</title></head></html>",
+}
+
+
+async def _refuse(send: Send, status: int) -> None:
+    """An upgrade answered as nginx in front of a restarting Mattermost answers it."""
+    body = PROXY_PAGES.get(status, b"")
+    headers = [(b"content-type", b"text/html"), (b"content-length", str(len(body)).encode())]
+    if status in (429, 503):
+        headers.append((b"retry-after", b"1"))
+    await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body})
 
 
 async def _write(
