@@ -161,6 +161,22 @@ class MattermostStack:
         return self.home / "sessions" / f"mm-{root}"
 
 
+def exactly_once(world: MattermostStack, *said: str) -> None:
+    """Each post in `said` has exactly one reply; none was created twice."""
+    for post in said:
+        replies = [
+            p for p in world.replies_to(post) if "#" not in str(p.props.get("boxmaker_reply_to"))
+        ]
+        assert len(replies) == 1, (post, [r.message for r in replies])
+        assert post in world.state().handled
+    texts = [
+        p.props.get("boxmaker_reply_to")
+        for p in world.bot_posts()
+        if p.props.get("boxmaker_reply_to")
+    ]
+    assert len(texts) == len(set(texts)), texts
+
+
 def _write_token(path: Path, token: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:

@@ -17,7 +17,7 @@ import pytest
 import trio
 from fakes.mattermost import Post
 from fakes.world import World, next_event
-from mattermost_stack import MattermostStack, mattermost_stack
+from mattermost_stack import MattermostStack, exactly_once, mattermost_stack
 from scripted_model import Step
 
 import proto
@@ -33,22 +33,6 @@ async def mms(short_dir: Path) -> AsyncIterator[MattermostStack]:
         short_dir, heartbeat_s=("server", 1.0), update_s=("reply", 0.2)
     ) as world:
         yield world
-
-
-def exactly_once(world: MattermostStack, *said: str) -> None:
-    """Each post in `said` has exactly one reply; none was created twice."""
-    for post in said:
-        replies = [
-            p for p in world.replies_to(post) if "#" not in str(p.props.get("boxmaker_reply_to"))
-        ]
-        assert len(replies) == 1, (post, [r.message for r in replies])
-        assert post in world.state().handled
-    texts = [
-        p.props.get("boxmaker_reply_to")
-        for p in world.bot_posts()
-        if p.props.get("boxmaker_reply_to")
-    ]
-    assert len(texts) == len(set(texts)), texts
 
 
 def owner_messages(world: MattermostStack, root: str) -> list[str]:

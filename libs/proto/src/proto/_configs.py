@@ -280,6 +280,9 @@ class MattermostSockets(ConfigSection, frozen=True, kw_only=True):
     loop: str | None = None
     broker: str | None = None
     drain_s: PositiveSeconds = DEFAULT_DRAIN_S
+    call_timeout_s: PositiveSeconds = 30.0
+    """How long loopd or brokerd may take to answer one call (opening a session, a
+    decision); a turn's own wait is not bounded by it. Past it the bridge tries again."""
 
 
 class MattermostConfig(ConfigSection, frozen=True, kw_only=True):

@@ -33,7 +33,6 @@ __all__ = ["APPROVAL_PROP", "ApprovalPoster", "OnReaction"]
 log = logging.getLogger("mattermostd")
 
 APPROVAL_PROP = "boxmaker_approval"
-BROKER_DEADLINE_S = 30.0
 GONE_WHILE_AWAY = (
     "**No longer waiting:** decided (in bxctl) or timed out while the Mattermost bridge "
     "was away; the reply in this thread says what happened."
@@ -150,7 +149,7 @@ class ApprovalPoster:
     async def _decide(self, approval: OpenApproval, decision: Decision, how: str) -> None:
         request = ApprovalDecide(id=approval.id, approve=decision.approve, reason=decision.reason)
         try:
-            await proto.call(self.s.broker_socket, request, Ok, deadline_s=BROKER_DEADLINE_S)
+            await proto.call(self.s.broker_socket, request, Ok, deadline_s=self.s.call_timeout_s)
         except proto.RemoteError as exc:
             text = (
                 f"**Not recorded:** {outcome_span(exc.error.message)} (it may have been "
@@ -215,7 +214,7 @@ class ApprovalPoster:
         try:
             while True:
                 reply = await proto.call(
-                    self.s.broker_socket, request, Approvals, deadline_s=BROKER_DEADLINE_S
+                    self.s.broker_socket, request, Approvals, deadline_s=self.s.call_timeout_s
                 )
                 pending += reply.pending
                 if not reply.more:

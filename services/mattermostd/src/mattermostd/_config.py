@@ -29,6 +29,7 @@ class Settings:
     loop_socket: Path
     broker_socket: Path
     drain_s: float
+    call_timeout_s: float = 30.0
 
     @property
     def state_file(self) -> Path:
@@ -65,4 +66,5 @@ def resolve(config: proto.MattermostConfig, *, config_dir: Path) -> Settings:
         loop_socket=proto.socket_path(config.sockets.loop, proto.OWNER_LOOP, home),
         broker_socket=proto.socket_path(config.sockets.broker, proto.OWNER_BROKER, home),
         drain_s=config.sockets.drain_s,
+        call_timeout_s=config.sockets.call_timeout_s,
     )

@@ -41,8 +41,6 @@ __all__ = ["TurnRunner"]
 
 log = logging.getLogger("mattermostd")
 
-OPEN_SESSION_DEADLINE_S = 30.0
-
 
 class TurnRunner:
     """Runs the turns of every session, in a nursery that outlives a dropped connection."""
@@ -147,7 +145,7 @@ class TurnRunner:
             self.s.loop_socket,
             SessionOpen(origin="mattermost", session=session),
             SessionOpened,
-            deadline_s=OPEN_SESSION_DEADLINE_S,
+            deadline_s=self.s.call_timeout_s,
         )
         if opened.created:
             log.info("new session %s", session)
