@@ -34,6 +34,9 @@ class Step:
     status: int = 200
     raw: bytes | None = None  # sent as the body as it is (status still applies)
     raw_type: str = "application/json"  # the content-type sent with `raw`
+    # Send `raw` cut at these offsets, a pause after each piece, so loopd reads them apart
+    # (a CRLF split across two reads, as a slow server sends it).
+    split_at: list[int] = field(default_factory=list)
     usage: int | None = None  # total_tokens to report; default: a count from the request
     cut: bool = False  # promise a longer body than is sent, then close (a reset mid-answer)
     delay_s: float = 0.0  # wait this long before answering (a slow server)
@@ -221,6 +224,9 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 return
             if step.delay_s:
                 time.sleep(step.delay_s)
+            if step.raw is not None and step.split_at:
+                self._send_pieces(step.status, step.raw, step.raw_type, step.split_at)
+                return
             if step.raw is not None:
                 self._send(step.status, step.raw, step.raw_type)
                 return
@@ -244,6 +250,17 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
             self.close_connection = True
+
+        def _send_pieces(self, status: int, data: bytes, ctype: str, cuts: list[int]) -> None:
+            self.send_response(status)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.flush()
+            for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
+                self.wfile.write(data[start:end])
+                self.wfile.flush()
+                time.sleep(0.05)
 
         def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
             self.send_response(status)

@@ -12,7 +12,14 @@ from scripted_model import Step, serve_scripted_model
 
 import proto
 from loopd._config import ModelSection
-from loopd._model import ContextExceeded, ModelClient, ModelError, ModelReply
+from loopd._model import (
+    ContextExceeded,
+    ModelClient,
+    ModelError,
+    ModelReply,
+    ModelTimeout,
+    ModelUnreachable,
+)
 from proto import ToolCall, TurnDone
 
 CAP_S = 20
@@ -99,11 +106,14 @@ async def test_a_turn_over_multiline_events_runs_its_tools_and_finishes(
             id="event-without-its-blank-line",
         ),
         pytest.param(
-            b'{"choices": [{"message": {"content": "not streamed"}}]}',
-            "application/json",
-            EMPTY,
-            id="not-an-event-stream",
+            b"<html><body>502 Bad Gateway\x1b[2J</body></html>",
+            "text/html",
+            "the model server answered a streamed request with text/html, neither an event "
+            "stream nor a chat completion: <html><body>502 Bad Gateway\\x1b[2J</body></html>; "
+            "if it cannot stream, set [model] stream = false in loopd.toml",
+            id="neither-a-stream-nor-a-completion",
         ),
+        pytest.param(b"", "application/json", EMPTY, id="an-empty-json-body"),
     ],
 )
 async def test_streams_without_a_usable_chunk_say_why(raw: bytes, raw_type: str, says: str) -> None:
@@ -179,3 +189,102 @@ async def test_a_turn_whose_stream_fails_keeps_no_half_answer(short_dir: Path) -
     assert again[-1] == TurnDone(text="Whole answer.")
     log = (h.home / "sessions" / opened.session / proto.LOG_FILE).read_text()
     assert "half an ans" not in log
+
+
+async def test_a_streamed_request_answered_with_one_json_completion_uses_it() -> None:
+    """A server that ignores `"stream": true` (llama-cpp-python's server with some chat
+    handlers answers one `application/json` completion): the answer is whole, so it is used."""
+    message = {
+        "role": "assistant",
+        "content": "It is noon.",
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "clock", "arguments": "{}"}}
+        ],
+    }
+    body = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+    step = Step(raw=json.dumps(body).encode(), raw_type="application/json")
+    with serve_scripted_model(step) as model, trio.fail_after(CAP_S):
+        reply, deltas = await ask(model.url)
+    assert reply.content == "It is noon."
+    assert reply.tool_calls == [ToolCall(id="call_1", name="clock", arguments="{}")]
+    assert deltas == ["It is noon."]
+
+
+async def test_a_stream_that_ends_without_a_finish_reason_or_done_is_cut_off() -> None:
+    """Ollama (server/routes.go streams `{"error": …}` after its runner dies; the openai
+    middleware turns it into one empty chunk and never writes `[DONE]`)."""
+    text = b'data: {"choices":[{"index":0,"delta":{"content":"The launch is"}}]}\n\n'
+    empty = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+    step = Step(raw=text + empty, raw_type="text/event-stream")
+    with (
+        serve_scripted_model(step) as model,
+        trio.fail_after(CAP_S),
+        pytest.raises(ModelError) as failed,
+    ):
+        await ask(model.url)
+    assert str(failed.value) == (
+        "the model server's stream ended before its answer did (no finish_reason and no "
+        "[DONE]: the server or its model runner stopped mid-answer); the text shown so far "
+        "is not kept; its log says why; send the message again once it runs"
+    )
+    assert failed.value.code == "model-error"
+
+
+@pytest.mark.parametrize(
+    "end",
+    [
+        pytest.param(b"data: [DONE]\n\n", id="done-without-a-finish-reason"),
+        pytest.param(
+            b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+            id="a-finish-reason-without-done",
+        ),
+    ],
+)
+async def test_a_stream_with_either_end_mark_is_whole(end: bytes) -> None:
+    text = b'data: {"choices":[{"index":0,"delta":{"content":"Done."}}]}\n\n'
+    step = Step(raw=text + end, raw_type="text/event-stream")
+    with serve_scripted_model(step) as model, trio.fail_after(CAP_S):
+        reply, _ = await ask(model.url)
+    assert reply.content == "Done."
+
+
+async def test_an_error_field_is_the_servers_words_and_a_context_error_is_a_full_session() -> None:
+    """llama.cpp (tools/server/server.cpp, builds of 2025: `server_sent_event(sink, "error",
+    error_data)` writes `error: {…}`, then `data: [DONE]`)."""
+    other = b'error: {"code":500,"message":"slot \\u001b[31mbusy","type":"server_error"}\n\n'
+    full = (
+        b'error: {"code":400,"message":"the request exceeds the available context size, '
+        b'try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4476,'
+        b'"n_ctx":4096}\n\n'
+    )
+    steps = [Step(raw=e + b"data: [DONE]\n\n", raw_type="text/event-stream") for e in (other, full)]
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        with pytest.raises(ModelError) as failed:
+            await ask(model.url)
+        with pytest.raises(ContextExceeded):
+            await ask(model.url)
+    assert str(failed.value) == "the model server failed during its answer: slot \\x1b[31mbusy"
+
+
+async def test_the_codes_say_timeout_unreachable_or_error() -> None:
+    client = ModelClient(ModelSection(url="http://127.0.0.1:9/v1", stream=True))
+    try:
+        with trio.fail_after(CAP_S), pytest.raises(ModelUnreachable) as unreachable:
+            await client.complete([{"role": "user", "content": "hi"}], [], _ignore)
+    finally:
+        await client.aclose()
+    assert unreachable.value.code == "model-unreachable"
+    with serve_scripted_model(Step(text="late", delay_s=1.0)) as model:
+        slow = ModelClient(ModelSection(url=model.url, stream=True, timeout_s=0.2))
+        try:
+            with trio.fail_after(CAP_S), pytest.raises(ModelTimeout) as timed_out:
+                await slow.complete([{"role": "user", "content": "hi"}], [], _ignore)
+        finally:
+            await slow.aclose()
+    assert timed_out.value.code == "model-timeout"
+    assert "did not answer within 0.2 s" in str(timed_out.value)
+    assert ModelError.code == ContextExceeded.code == "model-error"
+
+
+async def _ignore(text: str) -> None:
+    pass

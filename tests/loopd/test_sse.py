@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopd._outbox import joined
-from loopd._sse import EventDecoder
+from loopd._sse import Event, EventDecoder
 from proto import AssistantText, Label, ToolCall, ToolCalled, ToolResult, TurnEvent
 
 LINE_TEXT = st.text(
@@ -24,10 +24,13 @@ ENDS = st.sampled_from(["\n", "\r\n", "\r"])
 
 
 @st.composite
-def streams(draw: st.DrawFn) -> tuple[bytes, list[bytes]]:
-    """An event stream as any server may write it, and the data of its events."""
+def streams(draw: st.DrawFn) -> tuple[bytes, list[Event]]:
+    """An event stream as any server may write it, and its events.
+
+    Some events carry llama.cpp's `error:` lines instead of (or besides) `data:` lines.
+    """
     out: list[str] = ["\ufeff"] if draw(st.booleans()) else []
-    expected: list[bytes] = []
+    expected: list[Event] = []
 
     def line(text: str) -> None:
         end = draw(ENDS)
@@ -37,16 +40,23 @@ def streams(draw: st.DrawFn) -> tuple[bytes, list[bytes]]:
 
     for _ in range(draw(st.integers(0, 6))):
         data = draw(st.lists(LINE_TEXT, max_size=3))
-        for value in data:
+        errors = draw(st.lists(LINE_TEXT, max_size=2))
+        fields = [("data", value) for value in data] + [("error", value) for value in errors]
+        fields = draw(st.permutations(fields))
+        data = [value for name, value in fields if name == "data"]
+        errors = [value for name, value in fields if name == "error"]
+        for name, value in fields:
             for _ in range(draw(st.integers(0, 1))):
                 line(draw(st.sampled_from([": keep-alive", ":", "id: 7", "event: chunk", "retry"])))
             space = " " if draw(st.booleans()) or value.startswith(" ") else ""
-            line("data:" + space + value if value or draw(st.booleans()) else "data")
+            line(f"{name}:" + space + value if value or draw(st.booleans()) else name)
         line("")
         for _ in range(draw(st.integers(0, 1))):
             line("")  # an extra blank line dispatches nothing
+        if errors:
+            expected.append(Event("\n".join(errors).encode(), error=True))
         if data:
-            expected.append("\n".join(data).encode())
+            expected.append(Event("\n".join(data).encode()))
     if draw(st.booleans()):
         out.append("data: cut before its blank line\n")  # never dispatched
     return "".join(out).encode(), expected
@@ -55,12 +65,12 @@ def streams(draw: st.DrawFn) -> tuple[bytes, list[bytes]]:
 @settings(max_examples=300, deadline=None)
 @given(stream=streams(), data=st.data())
 def test_events_come_out_whole_wherever_the_reads_cut_the_stream(
-    stream: tuple[bytes, list[bytes]], data: st.DataObject
+    stream: tuple[bytes, list[Event]], data: st.DataObject
 ) -> None:
     raw, expected = stream
     cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=8)))
     decoder = EventDecoder()
-    got: list[bytes] = []
+    got: list[Event] = []
     for start, end in zip([0, *cuts], [*cuts, len(raw)], strict=True):
         got += decoder.feed(raw[start:end])
     assert got == expected
@@ -70,7 +80,16 @@ def test_events_come_out_whole_wherever_the_reads_cut_the_stream(
 
 def test_a_chat_completions_stream_decodes_as_its_json() -> None:
     raw = b'data: {"choices":[]}\n\ndata: [DONE]\n\n'
-    assert EventDecoder().feed(raw) == [b'{"choices":[]}', b"[DONE]"]
+    assert EventDecoder().feed(raw) == [Event(b'{"choices":[]}'), Event(b"[DONE]")]
+
+
+def test_an_error_field_is_an_event_of_its_own_kind() -> None:
+    """llama.cpp (server.cpp, `server_sent_event(sink, "error", error_data)`, 2025 builds)."""
+    raw = b'error: {"code":400,"message":"too long"}\n\ndata: [DONE]\n\n'
+    assert EventDecoder().feed(raw) == [
+        Event(b'{"code":400,"message":"too long"}', error=True),
+        Event(b"[DONE]"),
+    ]
 
 
 CALL = ToolCall(id="c1", name="clock", arguments="{}")

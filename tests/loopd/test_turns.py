@@ -234,6 +234,7 @@ async def test_model_server_down_names_the_cause(nursery: trio.Nursery, short_di
         frames = await say(h.chat, opened.session, "hello?")
     assert isinstance(frames[-1], proto.Error)
     assert "cannot reach the model server at http://127.0.0.1:9/v1" in frames[-1].message
+    assert frames[-1].code == "model-unreachable"
     assert frames[-1].runbook == "model-unavailable"
 
 
@@ -353,6 +354,7 @@ async def test_a_slow_model_server_times_out_with_the_cause(
         second = await say(h.chat, opened.session, "two")
     assert isinstance(first[-1], proto.Error)
     assert first[-1].message == (f"the model server at {model.url} did not answer within 0.5 s")
+    assert (first[-1].code, first[-1].runbook) == ("model-timeout", "model-unavailable")
     assert second[-1] == TurnDone(text="on time")
 
 

@@ -14,7 +14,7 @@ import re
 import secrets
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import httpx
 import msgspec
@@ -25,7 +25,15 @@ from proto import ToolCall
 from ._config import ModelSection
 from ._sse import EventDecoder
 
-__all__ = ["ModelClient", "ModelError", "ModelReply", "OnText"]
+__all__ = [
+    "ContextExceeded",
+    "ModelClient",
+    "ModelError",
+    "ModelReply",
+    "ModelTimeout",
+    "ModelUnreachable",
+    "OnText",
+]
 
 OnText = Callable[[str], Awaitable[None]]
 
@@ -36,7 +44,25 @@ CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class ModelError(Exception):
-    """The model server could not be reached or gave no usable answer; says which."""
+    """The model server gave no usable answer; says which.
+
+    `code` is the stable code the chat client gets: `model-error` for an HTTP error
+    status, a broken, cut-off or malformed stream, or the server's own error words.
+    """
+
+    code: ClassVar[str] = "model-error"
+
+
+class ModelTimeout(ModelError):
+    """The server did not answer within `[model] timeout_s`."""
+
+    code = "model-timeout"
+
+
+class ModelUnreachable(ModelError):
+    """Nothing answers at `[model] url` (the connection cannot be made)."""
+
+    code = "model-unreachable"
 
 
 class ContextExceeded(ModelError):
@@ -45,9 +71,25 @@ class ContextExceeded(ModelError):
 
 _CONTEXT_REFUSAL = re.compile(
     r"context (length|window|size)|maximum context|n_ctx|context_length_exceeded"
-    r"|too many tokens|exceeds the (available )?context",
+    r"|exceed_context_size|too many tokens|exceeds the (available )?context",
     re.IGNORECASE,
 )
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+WORDS_CHARS = 300
+"""How much of a server's own words an error sentence shows."""
+
+
+def _words(text: str) -> str:
+    r"""A server's words for a sentence: clipped, on one line, no control characters.
+
+    They reach a terminal, a log line and Mattermost; an escape sequence in them is shown
+    as its code (`\x1b`), never sent.
+    """
+    clipped = text[:WORDS_CHARS]
+    return _CONTROL.sub(
+        lambda m: " " if m.group() in "\t\n\r" else f"\\x{ord(m.group()):02x}", clipped
+    )
+
 
 CONTEXT_PROBE_EVERY_S = 60.0
 PROBE_DEADLINE_S = 3.0
@@ -78,12 +120,19 @@ class _ToolCall(msgspec.Struct):
 class _Message(msgspec.Struct):
     content: str | None = None
     reasoning_content: str | None = None
+    # Ollama's name for the same (and newer vLLM's); one of the two per message.
+    reasoning: str | None = None
     tool_calls: list[_ToolCall] | None = None
+
+    def thinking(self) -> str | None:
+        """The reasoning text, in whichever field the server uses."""
+        return self.reasoning_content or self.reasoning
 
 
 class _Choice(msgspec.Struct):
     message: _Message | None = None
     delta: _Message | None = None
+    finish_reason: str | None = None
 
 
 class _Usage(msgspec.Struct):
@@ -112,11 +161,36 @@ class _Completion(msgspec.Struct):
         return None
 
 
+def _error_field(data: bytes) -> str:
+    """The server's words in an SSE `error:` field (llama.cpp): its JSON, or the text.
+
+    llama.cpp writes the error object itself (`{"code": 400, "message": …}`); one wrapped
+    as `{"error": …}` is read as a `data:` error chunk is.
+    """
+    try:
+        value: Any = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return data.decode(errors="replace")
+    if isinstance(value, dict):
+        if "error" in value:
+            inner = value["error"]
+            return str(inner.get("message", inner) if isinstance(inner, dict) else inner)
+        if "message" in value:
+            return str(value["message"])
+    return str(value)
+
+
 _completion = msgspec.json.Decoder(_Completion)
 _EMPTY_STREAM = (
     "the model server sent an empty stream; if it cannot stream with tools, "
     "set [model] stream = false in loopd.toml"
 )
+_CUT_OFF = (
+    "the model server's stream ended before its answer did (no finish_reason and no "
+    "[DONE]: the server or its model runner stopped mid-answer){kept}; its log says why; "
+    "send the message again once it runs"
+)
+_NOT_KEPT = "; the text shown so far is not kept"
 _encoder = msgspec.json.Encoder()
 
 
@@ -264,12 +338,12 @@ class ModelClient:
                 await on_text(reply.content)
             return reply
         except httpx.TimeoutException:
-            raise ModelError(
+            raise ModelTimeout(
                 f"the model server at {self.settings.url} did not answer within "
                 f"{self.settings.timeout_s:g} s"
             ) from None
         except httpx.ConnectError as exc:
-            raise ModelError(
+            raise ModelUnreachable(
                 f"cannot reach the model server at {self.settings.url}: {exc or type(exc).__name__}"
             ) from None
         except httpx.TransportError as exc:
@@ -284,10 +358,11 @@ class ModelClient:
             if response.status_code >= 400:
                 await response.aread()
                 _check_status(response)
-            if "text/event-stream" not in response.headers.get("content-type", ""):
-                # A server that ignores "stream": true answers with something else.
+            content_type = response.headers.get("content-type", "")
+            if "text/event-stream" not in content_type:
+                # A server that ignores "stream": true answers with one whole completion.
                 await response.aread()
-                raise ModelError(_EMPTY_STREAM)
+                return await _whole_answer(response.content, content_type, on_text)
             # Read to the end of the body even after [DONE] or a malformed chunk: breaking
             # out of httpx's nested stream generators leaves them unfinished. The text of
             # every event of one read goes on as one piece.
@@ -296,9 +371,13 @@ class ModelClient:
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
                     texts: list[str] = []
-                    for data in decoder.feed(chunk):
+                    for data, error in decoder.feed(chunk):
                         # An event's type and id are not used; one without data carries nothing.
-                        if data and data.strip() != b"[DONE]":
+                        if error:
+                            partial.fail(_error_field(data))
+                        elif data.strip() == b"[DONE]":
+                            partial.done = True
+                        elif data:
                             texts += partial.add(data)
                     if texts:
                         await on_text("".join(texts))
@@ -310,10 +389,40 @@ class ModelClient:
                 + (" (the text shown so far is not kept)" if partial.content else "")
             )
         if partial.malformed is not None:
-            raise ModelError(f"the model server sent a malformed stream chunk: {partial.malformed}")
+            raise ModelError(
+                f"the model server sent a malformed stream chunk: {_words(partial.malformed)}"
+            )
         if partial.chunks == 0:
             raise ModelError(_EMPTY_STREAM)
+        if not partial.finished and not partial.done:
+            # Ollama's runner dying mid-answer: one empty chunk, then the stream closes.
+            raise ModelError(_CUT_OFF.format(kept=_NOT_KEPT if partial.content else ""))
         return partial.reply()
+
+
+async def _whole_answer(body: bytes, content_type: str, on_text: OnText) -> ModelReply:
+    """A streamed request answered with one whole chat completion: used as it is.
+
+    The answer is complete (it is what `stream = false` gets), and an error in it is the
+    server's own; anything else is reported with what was received.
+    """
+    try:
+        completion = _completion.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        completion = None
+    if completion is None or (completion.failure() is None and not completion.choices):
+        if not body.strip():
+            raise ModelError(_EMPTY_STREAM)
+        raise ModelError(
+            f"the model server answered a streamed request with "
+            f"{content_type or 'no content type'}, neither an event stream nor a chat "
+            f"completion: {_words(body.decode(errors='replace'))}; if it cannot stream, set "
+            "[model] stream = false in loopd.toml"
+        )
+    reply = _parse(body)
+    if reply.content:
+        await on_text(reply.content)
+    return reply
 
 
 @dataclass
@@ -322,13 +431,25 @@ class _Partial:
 
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
-    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    calls: list[dict[str, str]] = field(default_factory=list)
+    """Each call's id, name and arguments so far, in the order they started."""
+    by_index: dict[int, int] = field(default_factory=dict)
+    """Where in `calls` the call a delta's index (or its position) continues is."""
     total: int | None = None
     chunks: int = 0
+    finished: bool = False
+    """A choice said why it ended (`finish_reason`): the answer is whole."""
+    done: bool = False
+    """`data: [DONE]` arrived."""
     malformed: str | None = None
     """Why the first chunk that did not decode failed; every later chunk is ignored."""
     failed: str | None = None
     """The server's words in the first chunk that reported an error; later ones ignored."""
+
+    def fail(self, words: str) -> None:
+        """The server reported an error (the first one counts)."""
+        if self.malformed is None and self.failed is None:
+            self.failed = _words(words)
 
     def add(self, data: bytes) -> list[str]:
         """Take one chunk's JSON; return its text deltas, to pass on as they arrive."""
@@ -340,34 +461,51 @@ class _Partial:
             self.malformed = str(exc)
             return []
         if (failure := chunk.failure()) is not None:
-            self.failed = failure[:300]
+            self.fail(failure)
             return []
         self.chunks += 1
         self.total = _total(chunk.usage) or self.total
         texts: list[str] = []
         for choice in chunk.choices:
+            self.finished = self.finished or bool(choice.finish_reason)
             delta = choice.delta or choice.message
             if delta is None:
                 continue
             if delta.content:
                 self.content.append(delta.content)
                 texts.append(delta.content)
-            if delta.reasoning_content:
-                self.reasoning.append(delta.reasoning_content)
-            for i, call in enumerate(delta.tool_calls or ()):
-                slot = self.calls.setdefault(
-                    call.index if call.index is not None else i,
-                    {"id": "", "name": "", "arguments": ""},
-                )
+            if thinking := delta.thinking():
+                self.reasoning.append(thinking)
+            for position, call in enumerate(delta.tool_calls or ()):
+                slot = self._slot(call, position)
                 slot["id"] = call.id or slot["id"]
                 if call.function is not None:
                     slot["name"] += call.function.name or ""
                     slot["arguments"] += _arguments(call.function.arguments)
         return texts
 
+    def _slot(self, call: _ToolCall, position: int) -> dict[str, str]:
+        """The call a tool-call delta continues, or a new one.
+
+        By the server's `index`; without one, by the delta's position in its list. But a
+        delta without an index whose `id` differs from that call's starts a new call:
+        Ollama 0.4.0-0.4.6 streams each parallel call whole, in a chunk of its own, every
+        one at position 0 and none with an index (0.4.7 added it).
+        """
+        key = call.index if call.index is not None else position
+        at = self.by_index.get(key)
+        if at is not None and call.index is None and call.id:
+            known = self.calls[at]["id"]
+            if known and known != call.id:
+                at = None
+        if at is None:
+            at = self.by_index[key] = len(self.calls)
+            self.calls.append({"id": "", "name": "", "arguments": ""})
+        return self.calls[at]
+
     def reply(self) -> ModelReply:
         """The assistant message the chunks made."""
-        slots = [slot for _, slot in sorted(self.calls.items())]
+        slots = self.calls
         ids = _call_ids([slot["id"] for slot in slots])
         tool_calls = [
             ToolCall(id=call_id, name=slot["name"], arguments=slot["arguments"])
@@ -384,7 +522,7 @@ class _Partial:
 def _check_status(response: httpx.Response) -> None:
     if response.status_code < 400:
         return
-    detail = response.text[:300]
+    detail = response.text
     try:
         parsed = msgspec.json.decode(response.content)
         if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
@@ -393,6 +531,7 @@ def _check_status(response: httpx.Response) -> None:
             detail = str(parsed["error"])
     except msgspec.DecodeError:
         pass
+    detail = _words(detail)
     if response.status_code in (400, 413) and _CONTEXT_REFUSAL.search(detail):
         raise ContextExceeded(f"the model server's context is full: {detail}")
     raise ModelError(f"the model server answered HTTP {response.status_code}: {detail}")
@@ -411,9 +550,14 @@ def _parse(raw: bytes) -> ModelReply:
     try:
         completion = _completion.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ModelError(f"the model server's reply is not a chat completion: {exc}") from None
+        raise ModelError(
+            f"the model server's reply is not a chat completion: {_words(str(exc))}"
+        ) from None
     if (failure := completion.failure()) is not None:
-        raise ModelError(f"the model server failed during its answer: {failure[:300]}")
+        words = _words(failure)
+        if _CONTEXT_REFUSAL.search(words):
+            raise ContextExceeded(f"the model server's context is full: {words}")
+        raise ModelError(f"the model server failed during its answer: {words}")
     if not completion.choices or completion.choices[0].message is None:
         raise ModelError("the model server returned no choices")
     message = completion.choices[0].message
@@ -428,7 +572,7 @@ def _parse(raw: bytes) -> ModelReply:
     ]
     return ModelReply(
         content=message.content or None,
-        reasoning=message.reasoning_content or None,
+        reasoning=message.thinking() or None,
         tool_calls=tool_calls,
         total_tokens=_total(completion.usage),
     )

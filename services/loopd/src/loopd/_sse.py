@@ -7,6 +7,11 @@ after the colon; `data` lines are joined with LF; a blank line dispatches the ev
 if it had data. `event`, `id` and `retry` are read and ignored, and a last event without
 its blank line is not dispatched (the stream was cut).
 
+One field beyond the standard: llama.cpp's server (builds of 2025) reports a failure
+after its 200 as `error: {json}` lines, not `data:`. The standard says to ignore an
+unknown field, which would turn the server's reason into silence, so `error` lines are
+kept and dispatched as an event of their own kind, before the data of the same event.
+
 It works on whole network reads, not line by line through text iterators: a fast server
 (or a burst after a pause) sends dozens of events in one read, and each layer per event
 would cost more than the event's JSON.
@@ -14,7 +19,17 @@ would cost more than the event's JSON.
 
 from __future__ import annotations
 
-__all__ = ["EventDecoder"]
+from typing import NamedTuple
+
+__all__ = ["Event", "EventDecoder"]
+
+
+class Event(NamedTuple):
+    """One dispatched event: its `data` lines joined, or its `error` lines (`error` true)."""
+
+    data: bytes
+    error: bool = False
+
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -26,12 +41,13 @@ class EventDecoder:
         self._partial = b""
         """The start of a line whose end has not arrived."""
         self._data: list[bytes] = []
+        self._error: list[bytes] = []
         self._skip_lf = False
         """The last read ended with CR: an LF starting the next one ends no line."""
         self._started = False
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The data of every event that `chunk` completes, in order."""
+    def feed(self, chunk: bytes) -> list[Event]:
+        """Every event that `chunk` completes, in order."""
         if not chunk:
             return []
         if not self._started:
@@ -51,11 +67,14 @@ class EventDecoder:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()
-        events: list[bytes] = []
+        events: list[Event] = []
         for line in lines:
             if not line:
+                if self._error:
+                    events.append(Event(b"\n".join(self._error), error=True))
+                    self._error = []
                 if self._data:
-                    events.append(b"\n".join(self._data))
+                    events.append(Event(b"\n".join(self._data)))
                     self._data = []
                 continue
             if line.startswith(b":"):
@@ -63,4 +82,6 @@ class EventDecoder:
             field, _, value = line.partition(b":")
             if field == b"data":
                 self._data.append(value[1:] if value.startswith(b" ") else value)
+            elif field == b"error":
+                self._error.append(value[1:] if value.startswith(b" ") else value)
         return events

@@ -199,7 +199,9 @@ async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
             log.warning("session %s is full: %s", session.id, exc)
             raise SessionFull from None
         except ModelError as exc:
-            raise TurnError("model-error", str(exc), runbook="model-unavailable") from None
+            # model-timeout, model-unreachable or model-error: a client tells them apart
+            # by the code, never by the sentence.
+            raise TurnError(exc.code, str(exc), runbook="model-unavailable") from None
         calls = _new_ids(session, reply.tool_calls)
         await _append(
             session,
