@@ -35,6 +35,13 @@ async def mms(short_dir: Path) -> AsyncIterator[MattermostStack]:
         yield world
 
 
+async def handled_after(mms: MattermostStack, channel: str) -> None:
+    """A barrier: an empty post of the owner's (handled at once, no turn) made now is
+    handled, so every event the stream brought before it has been read."""
+    barrier = str(mms.mm.post(mms.owner, channel, "")["id"])
+    await mms.until(lambda: barrier in mms.state().handled, "the barrier post")
+
+
 def owner_messages(world: MattermostStack, root: str) -> list[str]:
     log = (world.session_dir(root) / proto.LOG_FILE).read_text()
     return [r["content"] for r in map(json.loads, log.splitlines()) if r["type"] == "user"]
@@ -277,7 +284,7 @@ async def test_a_stranger_is_ignored_and_a_strangers_reaction_decides_nothing(
         )
         mms.mm.react(mms.stranger, approval.id, "white_check_mark")
         mms.mm.post(mms.stranger, channel, "yes", root_id=asked)
-        await trio.sleep(1.0)  # what the bridge would do with them, it would have done
+        await handled_after(mms, channel)  # the bridge has read the stranger's posts
         assert (mms.home / "memory" / "memory.md").read_text() == ""
         assert "Approved" not in mms.mm.store.posts[approval.id].message
         mms.mm.react(mms.owner, approval.id, "white_check_mark")
@@ -309,7 +316,7 @@ async def test_a_post_in_the_owners_name_by_a_webhook_is_not_the_owner(
             "the approval",
         )
         mms.mm.post(mms.owner, mms.dm, "yes", root_id=asked, props={"from_webhook": "true"})
-        await trio.sleep(1.0)  # what the bridge would do with it, it would have done
+        await handled_after(mms, mms.dm)  # the bridge has read the webhook's post
         assert (mms.home / "memory" / "memory.md").read_text() == ""
         assert "Approved" not in mms.mm.store.posts[approval.id].message
         mms.mm.post(mms.owner, mms.dm, "yes", root_id=asked)

@@ -41,9 +41,7 @@ def still_running(mms: MattermostStack) -> None:
 
 
 @pytest.mark.parametrize("status", [502, 503, 429])
-async def test_a_refused_upgrade_is_a_retry_not_the_end(
-    mms: MattermostStack, status: int
-) -> None:
+async def test_a_refused_upgrade_is_a_retry_not_the_end(mms: MattermostStack, status: int) -> None:
     mms.stack.script(Step(text="Back, and answered once."))
     mms.mm.refuse_upgrades(status)
     assert mms.mm.drop_websockets() == 1
