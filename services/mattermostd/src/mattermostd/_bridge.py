@@ -75,6 +75,7 @@ class Bridge:
         """Set each time the stream is live and caught up."""
         self._resumed = False
         self._integration_warned = False
+        self._outage = _Outage(settings.url)
 
     def load(self) -> None:
         """Read the state file (before the role reports ready)."""
@@ -100,17 +101,10 @@ class Bridge:
             except* ServerTrouble as group:
                 if trio.current_time() - started > HEALTHY_S:
                     backoff.reset()
-                wait = backoff.next()
-                log.warning(
-                    "Mattermost at %s: %s; trying again in %.0f s "
-                    "(runbook: mattermost-unreachable)",
-                    self.s.url,
-                    _first(group),
-                    wait,
-                )
+                self._outage.failed(str(_first(group)), backoff.next())
                 self.stream = None
                 self.connected = trio.Event()
-                await trio.sleep(wait)
+                await trio.sleep(self._outage.wait_s)
 
     async def _connect_once(self) -> None:
         me = await self.api.me()
@@ -133,10 +127,11 @@ class Bridge:
                 self.stream = stream
                 self.connected.set()
                 log.info(
-                    "connected to %s as %s; listening to %s",
+                    "connected to %s as %s; listening to %s%s",
                     self.s.url,
                     me.username or me.id,
                     self.s.owner_name,
+                    self._outage.over(),
                 )
                 async for event in events:
                     await self._event(event)
@@ -255,6 +250,43 @@ class Bridge:
             log.info("the thread of %s is gone (%s); its approval is not posted again", root, exc)
             return None
         return post.channel_id if post.channel_id in self.reader.channels else None
+
+
+class _Outage:
+    """Says a failure to connect once, not at every try, and how long it lasted."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.attempts = 0
+        self.since = 0.0
+        self.wait_s = 0.0
+        self._said = ""
+
+    def failed(self, problem: str, wait_s: float) -> None:
+        if not self.attempts:
+            self.since = trio.current_time()
+        self.attempts += 1
+        self.wait_s = wait_s
+        if problem != self._said:
+            self._said = problem
+            log.warning(
+                "Mattermost at %s: %s; trying again in %.0f s, and then with growing pauses "
+                "(runbook: mattermost-unreachable)",
+                self.url,
+                problem,
+                wait_s,
+            )
+        else:
+            log.debug("Mattermost at %s: %s again; next try in %.0f s", self.url, problem, wait_s)
+
+    def over(self) -> str:
+        """The end of the outage, for the connected line ("" when there was none)."""
+        if not self.attempts:
+            return ""
+        lasted = trio.current_time() - self.since
+        said = f" (after {self.attempts} failed attempts over {lasted:.0f} s)"
+        self.attempts, self._said = 0, ""
+        return said
 
 
 async def _cancel_on(event: trio.Event, scope: trio.CancelScope) -> None:
