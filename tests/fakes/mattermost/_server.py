@@ -107,9 +107,9 @@ class FakeMattermost:
 
     # the world
 
-    def create_user(self, username: str, *, bot: bool = False) -> FakeUser:
-        """A user (or a bot account) with a fresh token."""
-        user = self.store.add_user(username, bot=bot)
+    def create_user(self, username: str, *, bot: bool = False, admin: bool = False) -> FakeUser:
+        """A user (or a bot account) with a fresh token; `admin`: a system admin."""
+        user = self.store.add_user(username, bot=bot, admin=admin)
         return FakeUser(user.id, user.username, self.store.issue_token(user.id), bot)
 
     def issue_token(self, user: FakeUser) -> str:
@@ -137,13 +137,19 @@ class FakeMattermost:
         root_id: str = "",
         pending_post_id: str = "",
         props: dict[str, Any] | None = None,
+        create_at: int | None = None,
     ) -> dict[str, Any]:
-        """Post as the user, by the same path as POST /api/v4/posts (events included)."""
+        """Post as the user, by the same path as POST /api/v4/posts (events included).
+
+        `create_at` is kept only for a system admin, as Mattermost does.
+        """
         body: dict[str, Any] = {"channel_id": channel_id, "message": message, "root_id": root_id}
         if pending_post_id:
             body["pending_post_id"] = pending_post_id
         if props is not None:
             body["props"] = props
+        if create_at is not None:
+            body["create_at"] = create_at
         return self.store.create_post(user.id, body, set_online=True)
 
     def edit(self, user: FakeUser, post_id: str, message: str) -> dict[str, Any]:

@@ -93,11 +93,17 @@ class Store:
 
     # users and channels
 
-    def add_user(self, username: str, *, bot: bool) -> User:
-        """A new user (or bot)."""
+    def add_user(self, username: str, *, bot: bool, admin: bool = False) -> User:
+        """A new user (or bot); `admin` gives it the system admin role (`manage_system`)."""
         if any(u.username == username for u in self.users.values()):
             raise ValueError(f"username taken: {username!r}")
-        user = User(id=new_id(), username=username, create_at=self.clock.now_ms(), is_bot=bot)
+        user = User(
+            id=new_id(),
+            username=username,
+            create_at=self.clock.now_ms(),
+            is_bot=bot,
+            roles="system_admin system_user" if admin else "system_user",
+        )
         self.users[user.id] = user
         return user
 
@@ -203,8 +209,19 @@ class Store:
             if seen is not None and seen[1] > time.monotonic():
                 return self.render(self._live_post(user_id, seen[0]))
             self.pending_seen[pending] = ("", time.monotonic() + self.pending_ttl_s)
+        # CreatePost keeps a given create_at only for a session with manage_system
+        # (api4/post.go: "if post.CreateAt != 0 && !HasPermissionTo(...ManageSystem)").
+        create_at = body.get("create_at")
+        if not (
+            isinstance(create_at, int)
+            and create_at > 0
+            and "system_admin" in self.users[user_id].roles.split()
+        ):
+            create_at = None
         try:
-            post = self._save_post(user_id, channel, message, root_id, dict(props))
+            post = self._save_post(
+                user_id, channel, message, root_id, dict(props), create_at=create_at
+            )
         except ApiError:
             self.pending_seen.pop(pending, None)
             raise
@@ -216,7 +233,14 @@ class Store:
         return rendered
 
     def _save_post(
-        self, user_id: str, channel: Channel, message: str, root_id: str, props: dict[str, Any]
+        self,
+        user_id: str,
+        channel: Channel,
+        message: str,
+        root_id: str,
+        props: dict[str, Any],
+        *,
+        create_at: int | None = None,
     ) -> Post:
         root: Post | None = None
         if root_id:
@@ -239,7 +263,7 @@ class Store:
                 "model.post.is_valid.message_length.app_error",
                 TOO_LONG,
             )
-        now = self.clock.now_ms()
+        now = create_at or self.clock.now_ms()  # Post.PreSave: update_at = create_at
         post = Post(
             id=new_id(),
             create_at=now,

@@ -22,6 +22,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import httpx
@@ -185,6 +186,26 @@ class Api:
         """While the server says no requests are left, when the next one may go."""
         self.rate_limited = 0
         """How many 429s the bridge has waited out (its log and tests read it)."""
+        self._offset_s = 0.0
+        """The server's clock minus ours, from the `Date` header of its last answer."""
+
+    def server_now_ms(self) -> int:
+        """The server's time now (ms since 1970), as its last answer's `Date` put it.
+
+        `Date` has whole seconds, cut down, so this is at most a second behind the
+        server's clock and never ahead of it: a place in a channel taken from it never
+        skips a post made after it was taken.
+        """
+        return int((time.time() + self._offset_s) * 1000)
+
+    def _note_server_time(self, response: httpx.Response) -> None:
+        raw = response.headers.get("date")
+        if not raw:
+            return
+        try:
+            self._offset_s = parsedate_to_datetime(raw).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return
 
     async def aclose(self) -> None:
         """Close the connections."""
@@ -208,6 +229,7 @@ class Api:
                 raise ServerTrouble(
                     f"{method} {path}: {type(exc).__name__}: {exc or 'no answer'}"
                 ) from exc
+            self._note_server_time(response)
             remaining = response.headers.get("x-ratelimit-remaining")
             if response.status_code == 429 or remaining == "0":
                 pause = _seconds(response.headers, time.time())

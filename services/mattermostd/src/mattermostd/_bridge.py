@@ -44,6 +44,8 @@ __all__ = ["Bridge"]
 
 log = logging.getLogger("mattermostd")
 
+FUTURE_NOTE_MS = 60_000
+"""A post dated more than this after the server's time is said in the log."""
 HEALTHY_S = 60.0
 """A connection that lasted this long resets the reconnect pause."""
 WAITING_NOTE = (
@@ -76,6 +78,8 @@ class Bridge:
         self._resumed = False
         self._integration_warned = False
         self._outage = _Outage(settings.url)
+        self._future: set[str] = set()
+        """Posts dated in the future, logged once each."""
 
     def load(self) -> None:
         """Read the state file (before the role reports ready)."""
@@ -170,7 +174,7 @@ class Bridge:
 
     async def _post(self, post: Post) -> None:
         if post.channel_id in self.reader.channels:
-            self.ledger.saw(post.channel_id, post.update_at)
+            self._saw(post)
         meaning = self.reader.post(post, self.ledger.state, self.board)
         match meaning:
             case Message(inflight=inflight, approval_waiting=waiting):
@@ -186,6 +190,25 @@ class Bridge:
                 self.ledger.handled(empty.id, empty.create_at)
             case _:
                 self._note(meaning)
+
+    def _saw(self, post: Post) -> None:
+        """Move the channel's place to the post, but never past the server's time.
+
+        A post's `update_at` is its own claim: a system admin (the owner, another admin, an
+        admin token, an import) can date a post days ahead, and a place taken from it
+        would skip every post made until then. The post itself is read as any other.
+        """
+        now = self.api.server_now_ms()
+        if post.update_at > now + FUTURE_NOTE_MS and post.id not in self._future:
+            self._future.add(post.id)
+            log.info(
+                "post %s is dated %.0f s after the server's time (set by a system admin or an "
+                "import); it is read as any other, and the bridge's place stays at the "
+                "server's time",
+                post.id,
+                (post.update_at - now) / 1000,
+            )
+        self.ledger.saw(post.channel_id, min(post.update_at, now))
 
     async def _reaction(self, reaction: Reaction) -> None:
         meaning = self.reader.reaction(reaction, self.board)
