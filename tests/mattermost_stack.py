@@ -25,6 +25,7 @@ from stack import Stack, running_stack
 
 from bxctl._mattermost import mattermost_config
 from mattermostd._state import State
+from mattermostd._text import card_text, decision_code
 
 CAP_S = 60.0
 POLL_S = 0.05
@@ -128,6 +129,15 @@ class MattermostStack:
             for p in self.bot_posts()
             if str((p.props or {}).get("boxmaker_reply_to", "")).split("#")[0] == post_id
         ]
+
+    def card(self, post: Post | str) -> str:
+        """The text of an approval post's card, as it is now."""
+        post_id = post if isinstance(post, str) else post.id
+        return card_text(self.mm.store.posts[post_id].props) or ""
+
+    def code(self, approval: Post) -> str:
+        """The code a reply names to decide the approval of this post."""
+        return decision_code(str(approval.props["boxmaker_approval"]))
 
     def approval_posts(self, root: str) -> list[Post]:
         return [p for p in self.bot_posts(root=root) if (p.props or {}).get("boxmaker_approval")]

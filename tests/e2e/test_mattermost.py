@@ -113,21 +113,21 @@ async def test_an_add_approved_in_mattermost_reaches_a_new_thread_not_the_asking
     asking = mms.says("My name is Ada.")
     approval = await mms.approval(asking)
     # the exact bytes, in a block nothing can close; the @ cannot mention anyone
-    assert json.dumps(fact)[1:-1] in approval.message
+    assert json.dumps(fact)[1:-1] in mms.card(approval)
     assert not mms.mm.mentions(approval)
-    yes = mms.says("yes", root=asking)
+    yes = mms.says(f"yes {mms.code(approval)}", root=asking)
     await mms.answered(asking)
     assert (mms.home / "memory" / "user.md").read_text() == fact
     # the approval post is edited by a task of its own, maybe after the reply
     await mms.until(
-        lambda: "The call ran." in mms.mm.store.posts[approval.id].message,
+        lambda: "The call ran." in mms.card(approval),
         "the approval's outcome",
     )
-    decided = mms.mm.store.posts[approval.id].message
+    decided = mms.card(approval)
     assert "**Approved** by `owner` in Mattermost (a reply)" in decided
     assert "The call ran." in decided
     assert yes in mms.state().handled  # the "yes" was a decision, not a message
-    assert not any(r["type"] == "user" and r["content"] == "yes" for r in records(mms, asking))
+    assert not any(r["type"] == "user" and "yes" in r["content"] for r in records(mms, asking))
 
     mms.stack.script(Step(text="Hi Ada."))
     fresh = mms.says("Hello again")
@@ -212,8 +212,8 @@ async def test_a_hit_from_a_session_that_read_a_page_comes_back_untrusted(
     assert recalled["untrusted"] is True
     remember = mms.says("Remember the codeword.", root=recaller)
     approval = await mms.approval(recaller)
-    assert "this session has read untrusted content" in approval.message
-    mms.says("no, not from a web page", root=recaller)
+    assert "this session has read untrusted content" in mms.card(approval)
+    mms.says(f"no {mms.code(approval)}, not from a web page", root=recaller)
     await mms.answered(remember)
     assert "zebra" not in (mms.home / "memory" / "memory.md").read_text()
     no_mentions(mms)

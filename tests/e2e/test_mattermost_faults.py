@@ -80,7 +80,7 @@ async def test_the_stream_dropped_mid_approval_then_a_reaction_made_meanwhile_co
     assert reply.message.endswith("Saved.")
     assert (mms.home / "memory" / "memory.md").read_text() == "Owner drinks green tea."
     await mms.until(  # edited by a task of its own, maybe after the reply
-        lambda: "(a reaction" in mms.mm.store.posts[approval.id].message, "the decision shown"
+        lambda: "(a reaction" in mms.card(approval), "the decision shown"
     )
     exactly_once(mms, asked)
     # the warning names what happened, not the task groups it travelled through
@@ -148,7 +148,7 @@ async def test_a_bridge_killed_after_its_reply_post_was_made_edits_that_post(
 
 
 def ran(mms: MattermostStack, post_id: str) -> bool:
-    return "The call ran." in mms.mm.store.posts[post_id].message
+    return "The call ran." in mms.card(post_id)
 
 
 async def test_a_killed_bridge_reannounces_a_waiting_approval(mms: MattermostStack) -> None:
@@ -158,8 +158,8 @@ async def test_a_killed_bridge_reannounces_a_waiting_approval(mms: MattermostSta
     await mms.kill()
     await mms.start()
     again = await mms.approval(asked, 2)
-    assert again.message.startswith("**Still waiting for your decision**")
-    mms.says("yes", root=asked)
+    assert mms.card(again).startswith("**Still waiting for your decision**")
+    mms.says(f"yes {mms.code(again)}", root=asked)
     await mms.answered(asked)
     assert (mms.home / "memory" / "memory.md").read_text() == "Owner drinks green tea."
     # the posts are edited by a task of their own, maybe after the reply; the outcome is
@@ -167,10 +167,8 @@ async def test_a_killed_bridge_reannounces_a_waiting_approval(mms: MattermostSta
     # a pointer to the reply when it came before
     await mms.until(lambda: not mms.state().approvals, "the approval closed")
     for post in (first, again):
-        assert "**Approved** by `owner`" in mms.mm.store.posts[post.id].message
-        assert ran(mms, post.id) or "says what became of the call" in (
-            mms.mm.store.posts[post.id].message
-        )
+        assert "**Approved** by `owner`" in mms.card(post)
+        assert ran(mms, post.id) or "says what became of the call" in (mms.card(post))
     exactly_once(mms, asked)
 
 
@@ -184,13 +182,13 @@ async def test_an_approval_post_made_just_before_a_kill_is_still_the_approvals(
     await mms.kill()
     await mms.start()
     again = await mms.approval(asked, 2)
-    assert again.message.startswith("**Still waiting for your decision**")
+    assert mms.card(again).startswith("**Still waiting for your decision**")
     mms.react(first.id, "white_check_mark")
     await mms.answered(asked)
     assert (mms.home / "memory" / "memory.md").read_text() == "Owner drinks green tea."
     await mms.until(lambda: not mms.state().approvals, "the approval closed")
     for post in (first, again):
-        assert "**Approved** by `owner`" in mms.mm.store.posts[post.id].message
+        assert "**Approved** by `owner`" in mms.card(post)
     exactly_once(mms, asked)
 
 
@@ -209,7 +207,7 @@ async def test_a_bridge_restarted_while_brokerd_is_down_closes_no_approval(
     mms.stack.processes.pop("brokerd").kill()  # it cannot say which approvals still wait
     await mms.start()
     await mms.until(lambda: "none re-announced or closed" in mms.log(), "the bridge's note")
-    assert "No longer waiting" not in mms.mm.store.posts[first.id].message
+    assert "No longer waiting" not in mms.card(first)
     assert known()
 
 
@@ -283,10 +281,10 @@ async def test_a_stranger_is_ignored_and_a_strangers_reaction_decides_nothing(
             "the approval in the channel",
         )
         mms.mm.react(mms.stranger, approval.id, "white_check_mark")
-        mms.mm.post(mms.stranger, channel, "yes", root_id=asked)
+        mms.mm.post(mms.stranger, channel, f"yes {mms.code(approval)}", root_id=asked)
         await handled_after(mms, channel)  # the bridge has read the stranger's posts
         assert (mms.home / "memory" / "memory.md").read_text() == ""
-        assert "Approved" not in mms.mm.store.posts[approval.id].message
+        assert "Approved" not in mms.card(approval)
         mms.mm.react(mms.owner, approval.id, "white_check_mark")
         await mms.until(lambda: asked in mms.state().handled, "the owner's approval")
         assert (mms.home / "memory" / "memory.md").read_text() == "Owner drinks green tea."
@@ -315,11 +313,12 @@ async def test_a_post_in_the_owners_name_by_a_webhook_is_not_the_owner(
             ],
             "the approval",
         )
-        mms.mm.post(mms.owner, mms.dm, "yes", root_id=asked, props={"from_webhook": "true"})
+        code = mms.code(approval)
+        mms.mm.post(mms.owner, mms.dm, f"yes {code}", root_id=asked, props={"from_webhook": "true"})
         await handled_after(mms, mms.dm)  # the bridge has read the webhook's post
         assert (mms.home / "memory" / "memory.md").read_text() == ""
-        assert "Approved" not in mms.mm.store.posts[approval.id].message
-        mms.mm.post(mms.owner, mms.dm, "yes", root_id=asked)
+        assert "Approved" not in mms.card(approval)
+        mms.mm.post(mms.owner, mms.dm, f"yes {code}", root_id=asked)
         await mms.until(lambda: asked in mms.state().handled, "the owner's approval")
         assert (mms.home / "memory" / "memory.md").read_text() == "Owner drinks green tea."
         sessions = {p.name for p in (mms.home / "sessions").iterdir()}
@@ -365,14 +364,14 @@ async def test_arguments_too_long_for_one_post_come_in_parts_and_a_reaction_on_o
     mms.stack.script(Step(tool_calls=[("memory", json.dumps(edit))]), Step(text="Saved."))
     asked = mms.says("remember my name")
     first = await mms.approval(asked)
-    follow = re.search(r"they follow in (\d+) posts", first.message)
-    assert follow is not None, first.message
+    follow = re.search(r"they follow in (\d+) posts", mms.card(first))
+    assert follow is not None, mms.card(first)
     await mms.approval(asked, 1 + int(follow[1]))
     head, *parts = mms.approval_posts(asked)
     assert head.id == first.id
     assert len(parts) == int(follow[1]) >= 2
-    assert all(len(post.message) <= 16_383 for post in (head, *parts))
-    shown = "".join(fenced(post.message) for post in parts)
+    assert all(len(mms.card(post)) <= 16_383 for post in (head, *parts))
+    shown = "".join(fenced(mms.card(post)) for post in parts)
     exact = json.dumps(edit, ensure_ascii=False, separators=(",", ":"))
     assert proto.from_terminal(shown) == exact  # the owner reads the exact bytes
     assert not any(mms.mm.mentions(post) for post in (head, *parts))
@@ -380,9 +379,7 @@ async def test_arguments_too_long_for_one_post_come_in_parts_and_a_reaction_on_o
     await mms.answered(asked)
     assert (mms.home / "memory" / "memory.md").read_text() == LONG_TEXT
     await mms.until(lambda: ran(mms, head.id), "the approval's outcome")
-    assert "**Approved** by `owner` in Mattermost (a reaction)" in (
-        mms.mm.store.posts[head.id].message
-    )
+    assert "**Approved** by `owner` in Mattermost (a reaction)" in (mms.card(head))
     exactly_once(mms, asked)
 
 
@@ -394,13 +391,14 @@ async def test_a_denial_with_a_long_reason_is_shown_and_the_bridge_goes_on(
     )
     asked = mms.says("remember my tea")
     approval = await mms.approval(asked)
-    mms.says("no, " + "because " * 2000, root=asked)  # the post itself fits: 16,003 characters
+    # the post itself fits: 16,007 characters
+    mms.says(f"no {mms.code(approval)}, " + "because " * 2000, root=asked)
     await mms.answered(asked)
     await mms.until(
-        lambda: "The call did not run" in mms.mm.store.posts[approval.id].message,
+        lambda: "The call did not run" in mms.card(approval),
         "the approval's outcome",
     )
-    decided = mms.mm.store.posts[approval.id].message
+    decided = mms.card(approval)
     assert "**Denied** by `owner` in Mattermost (a reply, reason `because because" in decided
     assert mms.bridge is not None
     assert mms.bridge.process.poll() is None, mms.log()

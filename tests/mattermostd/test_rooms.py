@@ -24,6 +24,7 @@ from mattermostd._inbox import (
     Message,
     Reader,
     Stranger,
+    Unconfirmed,
 )
 from mattermostd._ledger import Ledger
 from mattermostd._state import Inflight, OpenApproval, State, StateStore, session_of, thread_of
@@ -125,22 +126,24 @@ def test_a_post_known_to_the_ledger_is_not_read_again(reader: Reader, ledger: Le
     assert isinstance(reader.post(post(), ledger.state, Board(ledger)), Ignored)
 
 
-def test_a_yes_in_a_thread_with_a_waiting_approval_answers_it(
+def test_a_yes_naming_the_cards_code_in_a_thread_with_a_waiting_approval_answers_it(
     reader: Reader, ledger: Ledger
 ) -> None:
-    open_approval(ledger)
+    open_approval(ledger)  # ap-k3f9xy: its card's code is "9xy"
     board = Board(ledger)
-    yes = reader.post(post(root_id=ROOT, message="yes"), ledger.state, board)
-    assert yes == Answers(
-        "ap-k3f9xy", Decision(approve=True), "a reply", post(root_id=ROOT, message="yes")
+    said = post(root_id=ROOT, message="yes 9xy")
+    assert reader.post(said, ledger.state, board) == Answers(
+        "ap-k3f9xy", Decision(approve=True), "a reply", said
     )
-    no = reader.post(post(root_id=ROOT, message="no: not that"), ledger.state, board)
+    no = reader.post(post(root_id=ROOT, message="no 9xy: not that"), ledger.state, board)
     assert isinstance(no, Answers)
     assert no.decision == Decision(approve=False, reason="not that")
-    more = reader.post(post(root_id=ROOT, message="yes, but shorter"), ledger.state, board)
+    bare = reader.post(post(root_id=ROOT, message="yes"), ledger.state, board)
+    assert isinstance(bare, Unconfirmed)  # a plugin's canned "yes" in the owner's name
+    more = reader.post(post(root_id=ROOT, message="yes 9xy, but shorter"), ledger.state, board)
     assert isinstance(more, Message)  # words for the model, not a decision
     assert more.approval_waiting
-    elsewhere = reader.post(post(root_id="q" * 26, message="yes"), ledger.state, board)
+    elsewhere = reader.post(post(root_id="q" * 26, message="yes 9xy"), ledger.state, board)
     assert isinstance(elsewhere, Message)  # no approval waits in that thread
 
 
@@ -181,7 +184,7 @@ PROPS = st.dictionaries(
 @given(
     user=IDS,
     props=PROPS,
-    message=st.text(max_size=20) | st.sampled_from(["yes", "no", "y", "approve"]),
+    message=st.text(max_size=20) | st.sampled_from(["yes 9xy", "no 9xy", "y", "approve 9xy"]),
     root=st.sampled_from(["", ROOT]),
 )
 def test_only_the_owners_own_hand_is_ever_a_message_or_an_answer(

@@ -15,8 +15,12 @@ from mattermostd._text import (
     OUTCOME_CHARS,
     Decision,
     Reply,
+    approval_card,
     approval_message,
     approval_posts,
+    bare_decision,
+    card_text,
+    decision_code,
     outcome_span,
     parse_decision,
     split_message,
@@ -105,18 +109,21 @@ def test_a_restart_reannounces_with_a_head_line() -> None:
 @pytest.mark.parametrize(
     ("message", "decision"),
     [
-        ("yes", Decision(approve=True)),
-        ("  Yes ", Decision(approve=True)),
-        ("y", Decision(approve=True)),
-        ("YES!", Decision(approve=True)),
-        ("approve", Decision(approve=True)),
-        ("no", Decision(approve=False)),
-        ("No.", Decision(approve=False)),
-        ("n", Decision(approve=False)),
-        ("no because it is wrong", Decision(approve=False, reason="because it is wrong")),
-        ("no: say it shorter", Decision(approve=False, reason="say it shorter")),
-        ("deny, not now", Decision(approve=False, reason="not now")),
-        ("yes, but change the wording", None),
+        ("yes 4uy", Decision(approve=True)),
+        ("  Yes 4UY ", Decision(approve=True)),
+        ("y 4uy", Decision(approve=True)),
+        ("YES 4uy!", Decision(approve=True)),
+        ("approve 4uy", Decision(approve=True)),
+        ("no 4uy", Decision(approve=False)),
+        ("No 4uy.", Decision(approve=False)),
+        ("n 4uy", Decision(approve=False)),
+        ("no 4uy because it is wrong", Decision(approve=False, reason="because it is wrong")),
+        ("no 4uy: say it shorter", Decision(approve=False, reason="say it shorter")),
+        ("deny 4uy, not now", Decision(approve=False, reason="not now")),
+        ("yes", None),  # no code: a plugin's canned reply in the owner's name could say it
+        ("yes 4uz", None),
+        ("no because it is wrong", None),
+        ("yes 4uy, but change the wording", None),
         ("yesterday I went out", None),
         ("nothing to say", None),
         ("know what", None),
@@ -124,17 +131,49 @@ def test_a_restart_reannounces_with_a_head_line() -> None:
         ("maybe", None),
     ],
 )
-def test_yes_and_no_are_read_strictly(message: str, decision: Decision | None) -> None:
-    assert parse_decision(message) == decision
+def test_yes_and_no_are_read_strictly_with_the_cards_code(
+    message: str, decision: Decision | None
+) -> None:
+    assert parse_decision(message, "4uy") == decision
 
 
-@given(st.text(max_size=40))
-def test_a_decision_is_only_ever_read_from_a_leading_yes_or_no(text: str) -> None:
-    decision = parse_decision(text)
+@pytest.mark.parametrize(
+    ("message", "bare"),
+    [
+        ("yes", True),
+        ("y", True),
+        ("yes 4uz", True),
+        ("no", True),
+        ("no because it is wrong", True),
+        ("yes, but change the wording", False),
+        ("yesterday", False),
+        ("tell me more", False),
+    ],
+)
+def test_a_yes_or_no_without_the_code_is_told_how(message: str, bare: bool) -> None:
+    assert bare_decision(message) == bare
+
+
+@given(st.text(max_size=40), st.sampled_from(["4uy", "abc", "x9z"]))
+def test_a_decision_is_only_ever_read_from_a_leading_yes_or_no_and_the_code(
+    text: str, code: str
+) -> None:
+    decision = parse_decision(text, code)
     if decision is not None:
-        first = re.split(r"[\s:,.!-]", text.strip(), maxsplit=1)[0].lower()
-        assert first in {"yes", "y", "approve", "no", "n", "deny"}
-        assert decision.approve == (first in {"yes", "y", "approve"})
+        first, second = ([*re.split(r"[\s:,.!-]+", text.strip(), maxsplit=2), "", ""])[:2]
+        assert first.lower() in {"yes", "y", "approve", "no", "n", "deny"}
+        assert second.lower() == code
+        assert decision.approve == (first.lower() in {"yes", "y", "approve"})
+
+
+def test_the_code_is_on_the_card_and_in_its_frame() -> None:
+    pending = approval("{}")
+    text = approval_message(pending)
+    code = decision_code(pending.id)
+    assert f"**yes {code}**" in text
+    card = approval_card(text, "#ffbc1f")
+    assert card_text({"attachments": [card]}) == text
+    assert "Only a card in this frame" in str(card["footer"])
 
 
 @settings(max_examples=200)

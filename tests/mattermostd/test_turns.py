@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import trio
 
 import proto
@@ -25,6 +26,7 @@ from mattermostd._ledger import Ledger
 from mattermostd._outbound import Outbound
 from mattermostd._replies import REPLY_PROP, ReplyPoster
 from mattermostd._state import Inflight, StateStore, session_of
+from mattermostd._text import card_text
 from mattermostd._turns import TurnRunner
 from proto import (
     ApprovalPending,
@@ -76,11 +78,14 @@ class MemoryApi(Api):
         self.posts[post.id] = post
         return post
 
-    async def patch_post(self, post_id: str, message: str) -> Post:
-        import msgspec
-
-        self.posts[post_id] = msgspec.structs.replace(self.posts[post_id], message=message)
-        return self.posts[post_id]
+    async def patch_post(
+        self, post_id: str, message: str, *, props: Mapping[str, object] | None = None
+    ) -> Post:
+        post = msgspec.structs.replace(self.posts[post_id], message=message)
+        if props is not None:
+            post = msgspec.structs.replace(post, props=dict(props))
+        self.posts[post_id] = post
+        return post
 
     async def thread(self, post_id: str) -> PostList:
         found = {p.id: p for p in self.posts.values() if p.root_id == post_id}
@@ -290,4 +295,4 @@ async def test_an_approval_is_settled_by_its_call_and_no_other(short_dir: Path) 
             while w.board.get("ap-k3f9xy") is not None:  # noqa: ASYNC110
                 await trio.sleep(0.01)
         head = w.api.posts[approval.post_ids[0]]
-        assert head.message.endswith("The call ran.")
+        assert (card_text(head.props) or "").endswith("The call ran.")

@@ -152,6 +152,39 @@ class FakeMattermost:
             body["create_at"] = create_at
         return self.store.create_post(user.id, body, set_online=True)
 
+    def plugin_command_response(
+        self, user: FakeUser, channel_id: str, text: str, *, root_id: str = ""
+    ) -> dict[str, Any]:
+        """What a plugin's slash command answering `in_channel` posts for the user who ran it.
+
+        Mattermost executes a plugin's command as a built-in one (app/command.go,
+        HandleCommandResponsePost): the response becomes a post *by that user*, with none of
+        `from_webhook`, `from_plugin` or `override_username` unless the plugin asked for
+        them, so nothing on it tells it from the user's own typing.
+        """
+        return self.post(user, channel_id, text, root_id=root_id)
+
+    def view(self, post_id: str) -> str:
+        """The post as the owner sees it in the web app, as text: the message, then each
+        message attachment drawn as a framed card (a coloured bar, its title, text, fields
+        and footer), which no message text can produce."""
+        post = self.store.posts[post_id]
+        lines = [post.message] if post.message else []
+        attachments = post.props.get("attachments")
+        for card in attachments if isinstance(attachments, list) else []:
+            if not isinstance(card, dict):
+                continue
+            lines.append(f"┏━━ card {card.get('color', '')} ━━")
+            for key in ("pretext", "title", "text"):
+                if card.get(key):
+                    lines += [f"┃ {line}" for line in str(card[key]).split("\n")]
+            for field in card.get("fields") or []:
+                lines.append(f"┃ {field.get('title', '')}: {field.get('value', '')}")
+            if card.get("footer"):
+                lines.append(f"┃ — {card['footer']}")
+            lines.append("┗━━")
+        return "\n".join(lines)
+
     def edit(self, user: FakeUser, post_id: str, message: str) -> dict[str, Any]:
         """Edit as the user, as PUT /api/v4/posts/{id}/patch does."""
         return self.store.patch_post(user.id, post_id, {"message": message})

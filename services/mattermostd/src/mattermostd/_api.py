@@ -310,11 +310,17 @@ class Api:
             body["props"] = dict(props)
         return await self._json(Post, "POST", "/posts", json=body)
 
-    async def patch_post(self, post_id: str, message: str) -> Post:
-        """Change a post's message (PUT /posts/{id}/patch)."""
-        return await self._json(
-            Post, "PUT", f"/posts/{_segment(post_id)}/patch", json={"message": message}
-        )
+    async def patch_post(
+        self, post_id: str, message: str, *, props: Mapping[str, object] | None = None
+    ) -> Post:
+        """Change a post's message, and its props if given (PUT /posts/{id}/patch).
+
+        Given props replace the post's props whole, as Mattermost's patch does.
+        """
+        body: dict[str, object] = {"message": message}
+        if props is not None:
+            body["props"] = dict(props)
+        return await self._json(Post, "PUT", f"/posts/{_segment(post_id)}/patch", json=body)
 
     async def post(self, post_id: str) -> Post:
         """One post (GET /posts/{id})."""

@@ -20,13 +20,20 @@ from collections.abc import Awaitable, Callable
 import proto
 from proto import ApprovalDecide, Approvals, ApprovalsList, Ok, PendingApproval, ToolResult
 
-from ._api import Reaction, Rejected
+from ._api import Post, Reaction, Rejected
 from ._board import Board
 from ._config import Settings
 from ._ledger import Ledger
 from ._outbound import Outbound
 from ._state import OpenApproval, thread_of
-from ._text import Decision, approval_posts, outcome_span
+from ._text import (
+    APPROVAL_COLORS,
+    Decision,
+    approval_card,
+    approval_posts,
+    card_text,
+    outcome_span,
+)
 
 __all__ = ["APPROVAL_PROP", "ApprovalPoster", "OnReaction"]
 
@@ -42,6 +49,11 @@ DECIDED_ELSEWHERE = (
     "**Decided outside Mattermost** (bxctl, or it timed out); the reply in this thread "
     "says what became of the call."
 )
+
+
+def card_props(approval_id: str, text: str, color: str) -> dict[str, object]:
+    """An approval post's props: its id (how the bridge finds it) and its card."""
+    return {APPROVAL_PROP: approval_id, "attachments": [approval_card(text, color)]}
 
 
 class ApprovalPoster:
@@ -100,16 +112,24 @@ class ApprovalPoster:
             await self.out.retrying(lambda: self._adopt(known, approval))
             if known.post_ids and not again:
                 return
-        props = {APPROVAL_PROP: approval.id}
-        post = await self.out.post(channel, root, message, props=props)
+        post = await self._card(channel, root, approval.id, message)
         self.ledger.approval_post(known, post.id, part=False)
         for part in parts:
-            post = await self.out.post(channel, root, part, props=props)
+            post = await self._card(channel, root, approval.id, part)
             self.ledger.approval_post(known, post.id, part=True)
         # The owner may have reacted before the bridge knew a post's id (its create was
         # answered late, or found again after a lost answer): the stream's event was not
         # recognised then.
         await self.out.retrying(lambda: self.reactions_on(known))
+
+    async def _card(self, channel: str, root: str, approval_id: str, text: str) -> Post:
+        """Post one card of an approval (its head, or a part of its arguments)."""
+        props = card_props(approval_id, text, APPROVAL_COLORS["asking"])
+
+        def same(post: Post) -> bool:
+            return post.props.get(APPROVAL_PROP) == approval_id and card_text(post.props) == text
+
+        return await self.out.post(channel, root, "", props=props, same=same)
 
     async def _adopt(self, known: OpenApproval, approval: PendingApproval) -> None:
         """Take as this approval's the posts of it the bridge made but did not record.
@@ -124,8 +144,9 @@ class ApprovalPoster:
         for post in await self.out.own_posts(known.root_id):
             if post.props.get(APPROVAL_PROP) != approval.id or post.id in known_ids:
                 continue
-            if post.message in heads or post.message in parts:
-                self.ledger.approval_post(known, post.id, part=post.message in parts)
+            text = card_text(post.props)
+            if text in heads or text in parts:
+                self.ledger.approval_post(known, post.id, part=text in parts)
                 log.info("approval %s: found its post %s made before a restart", known.id, post.id)
 
     async def reactions_on(self, approval: OpenApproval) -> None:
@@ -155,6 +176,7 @@ class ApprovalPoster:
                 f"**Not recorded:** {outcome_span(exc.error.message)} (it may have been "
                 "decided already, from bxctl, or have timed out)."
             )
+            color = APPROVAL_COLORS["closed"]
         except proto.CallFailed as exc:
             log.warning("cannot send the decision on %s to brokerd: %s", approval.id, exc)
             await self.out.post(
@@ -171,15 +193,16 @@ class ApprovalPoster:
                 f"**{word}** by {proto.code_span(self.s.owner_name)} in Mattermost "
                 f"({how}{reason}), {proto.utc_stamp()}."
             )
+            color = APPROVAL_COLORS["approved" if decision.approve else "denied"]
             log.info("approval %s %s from Mattermost", approval.id, word.lower())
         self.ledger.approval_decided(approval, text)
-        await self._show(approval, text)
+        await self._show(approval, text, color)
 
-    async def _show(self, approval: OpenApproval, outcome: str) -> None:
-        message = f"{approval.message}\n\n{outcome}"
+    async def _show(self, approval: OpenApproval, outcome: str, color: str) -> None:
+        props = card_props(approval.id, f"{approval.message}\n\n{outcome}", color)
         for post_id in approval.post_ids:
             try:
-                await self.out.edit(post_id, message)
+                await self.out.edit(post_id, "", props=props)
             except Rejected as exc:
                 log.warning("cannot show the outcome on approval %s: %s", approval.id, exc)
 
@@ -194,13 +217,14 @@ class ApprovalPoster:
         if self.ledger.approval_closed(approval.id) is None:
             return  # settled meanwhile (the same result, replayed by a follow)
         if result.status == "denied":
-            ran = f"The call did not run: {outcome_span(result.content)}"
+            ran, color = f"The call did not run: {outcome_span(result.content)}", "denied"
         elif result.status == "ok":
-            ran = "The call ran."
+            ran, color = "The call ran.", "approved"
         else:
             ran = f"The call ran and failed: {outcome_span(result.content)}"
+            color = "closed"
         decided = approval.decided or "**Decided outside Mattermost** (bxctl, or it timed out)."
-        await self._show(approval, f"{decided}\n{ran}")
+        await self._show(approval, f"{decided}\n{ran}", APPROVAL_COLORS[color])
 
     # -- 4. after a restart, or a turn that ended without their results ------------------
 
@@ -232,7 +256,7 @@ class ApprovalPoster:
             outcome = f"{approval.decided}\nThe reply in this thread says what became of the call."
         else:
             outcome = otherwise
-        await self._show(approval, outcome)
+        await self._show(approval, outcome, APPROVAL_COLORS["closed"])
 
     async def close_gone(self, session: str) -> None:
         """After a turn: close the session's approvals brokerd no longer waits on.

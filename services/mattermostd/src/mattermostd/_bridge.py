@@ -32,12 +32,23 @@ from ._api import Api, Post, Reaction, Rejected, ServerTrouble
 from ._approvals import GONE_WHILE_AWAY, ApprovalPoster
 from ._board import Board
 from ._config import Settings
-from ._inbox import Answers, Empty, Ignored, Integration, Message, Reader, Stranger
+from ._inbox import (
+    Answers,
+    Empty,
+    Ignored,
+    Integration,
+    Meaning,
+    Message,
+    Reader,
+    Stranger,
+    Unconfirmed,
+)
 from ._ledger import Ledger
 from ._outbound import FIRST_PAUSE_S, LONGEST_PAUSE_S, Outbound
 from ._replies import ReplyPoster
 from ._state import StateStore, thread_of
 from ._stream import Posted, PostEdited, ReactionAdded, Stream, StreamEvent, open_stream
+from ._text import decision_code
 from ._turns import TurnRunner
 
 __all__ = ["Bridge"]
@@ -49,8 +60,9 @@ FUTURE_NOTE_MS = 60_000
 HEALTHY_S = 60.0
 """A connection that lasted this long resets the reconnect pause."""
 WAITING_NOTE = (
-    "An approval is waiting in this thread: reply **yes** or **no** (a reason may follow), "
-    "or react :white_check_mark: or :x:. Your message is answered after it."
+    "An approval is waiting in this thread: reply **yes {code}** or **no {code}** (a reason "
+    "may follow), or react :white_check_mark: or :x: on its card. Your message is answered "
+    "after it."
 )
 
 
@@ -179,13 +191,25 @@ class Bridge:
         match meaning:
             case Message(inflight=inflight, approval_waiting=waiting):
                 self.ledger.accept(inflight)
-                if waiting:
-                    await self.out.post(inflight.channel_id, inflight.root_id, WAITING_NOTE)
+                if (approval := self.board.waiting_in(inflight.root_id)) and waiting:
+                    note = WAITING_NOTE.format(code=decision_code(approval.id))
+                    await self.out.post(inflight.channel_id, inflight.root_id, note)
                 self.turns.enqueue(inflight)
             case Answers(approval_id=approval_id, decision=decision, how=how, post=reply):
                 if reply is not None:
                     self.ledger.handled(reply.id, reply.create_at)
                 await self.approvals.decide(approval_id, decision, how=how)
+            case Unconfirmed(approval_id=approval_id, post=bare):
+                self.ledger.handled(bare.id, bare.create_at)
+                code = decision_code(approval_id)
+                await self.out.post(
+                    bare.channel_id,
+                    bare.root_id or bare.id,
+                    f"To decide, name the code on the approval's card: **yes {code}** or "
+                    f"**no {code}** (a reason may follow), or react :white_check_mark: or :x: "
+                    "on the card. A plain yes or no is not taken: a plugin's slash command can "
+                    "post one in your name.",
+                )
             case Empty(post=empty):
                 self.ledger.handled(empty.id, empty.create_at)
             case _:
@@ -217,7 +241,7 @@ class Bridge:
         else:
             self._note(meaning)
 
-    def _note(self, meaning: Ignored | Stranger | Integration | Answers | Empty | Message) -> None:
+    def _note(self, meaning: Meaning) -> None:
         """Log what the bridge does not act on, once where it could repeat."""
         match meaning:
             case Stranger(user_id=user_id, what=what) if self.ledger.stranger(user_id):

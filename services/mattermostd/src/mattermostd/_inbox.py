@@ -3,8 +3,9 @@
 The bridge listens to the owner alone. A post or reaction is the owner's only when its
 author is the owner's user id and no integration made it in their name (an incoming
 webhook, a slash command, a bot or a plugin sets one of `INTEGRATION_PROPS`). A post
-answers an approval when its thread has one waiting and it reads as a decision
-(`parse_decision`); any other owner post with text is a message for its thread's session.
+answers an approval when its thread has one waiting and it reads as a decision naming the
+card's code (`parse_decision`); any other owner post with text is a message for its
+thread's session.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from dataclasses import dataclass
 from ._api import Post, Reaction
 from ._board import Board
 from ._state import Inflight, State, session_of
-from ._text import APPROVE_EMOJI, DENY_EMOJI, Decision, parse_decision
+from ._text import (
+    APPROVE_EMOJI,
+    DENY_EMOJI,
+    Decision,
+    bare_decision,
+    decision_code,
+    parse_decision,
+)
 
 __all__ = [
     "INTEGRATION_PROPS",
@@ -27,6 +35,7 @@ __all__ = [
     "Message",
     "Reader",
     "Stranger",
+    "Unconfirmed",
 ]
 
 INTEGRATION_PROPS = ("from_webhook", "from_bot", "from_plugin", "override_username")
@@ -72,6 +81,19 @@ class Answers:
 
 
 @dataclass(frozen=True)
+class Unconfirmed:
+    """A yes or no in a thread with a waiting approval, without the card's code.
+
+    Handled, not sent to the model: the owner is told to name the code. A plugin's slash
+    command answers in-channel in the owner's name, with no mark of a plugin, so a plain
+    `yes` could be anyone's canned reply.
+    """
+
+    approval_id: str
+    post: Post
+
+
+@dataclass(frozen=True)
 class Empty:
     """An owner post with nothing to say (a file alone): handled, not answered."""
 
@@ -86,7 +108,7 @@ class Message:
     approval_waiting: bool
 
 
-Meaning = Ignored | Stranger | Integration | Answers | Empty | Message
+Meaning = Ignored | Stranger | Integration | Answers | Unconfirmed | Empty | Message
 
 
 def by_integration(post: Post) -> bool:
@@ -120,8 +142,12 @@ class Reader:
         if _ID.fullmatch(root) is None:
             return Ignored(f"post {post.id!r} has a root id the bridge cannot use", noted=True)
         waiting = board.waiting_in(root)
-        if waiting is not None and (decision := parse_decision(post.message)) is not None:
-            return Answers(waiting.id, decision, "a reply", post)
+        if waiting is not None:
+            decision = parse_decision(post.message, decision_code(waiting.id))
+            if decision is not None:
+                return Answers(waiting.id, decision, "a reply", post)
+            if bare_decision(post.message):
+                return Unconfirmed(waiting.id, post)
         if not post.message.strip():
             return Empty(post)
         inflight = Inflight(

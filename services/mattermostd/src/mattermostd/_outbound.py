@@ -55,18 +55,30 @@ class Outbound:
         return [p for p in thread.oldest_first() if p.user_id == self.bot_id and not p.delete_at]
 
     async def post(
-        self, channel: str, root: str, message: str, *, props: Mapping[str, object] | None = None
+        self,
+        channel: str,
+        root: str,
+        message: str,
+        *,
+        props: Mapping[str, object] | None = None,
+        same: Callable[[Post], bool] | None = None,
     ) -> Post:
         """Create a post in a thread, trying until Mattermost takes it, and only once.
 
         A create whose answer was lost (the connection cut after the server made it) is
         found again, not made twice: a retry sends the same `pending_post_id` (Mattermost
         returns the post it made for it within 30 s), and after a failure the thread is
-        first searched for the post. A second approval post would leave the owner's
-        reaction on the first unheard.
+        first searched for the post (`same` says which is it: by default, the same message
+        and props). A second approval post would leave the owner's reaction on the first
+        unheard.
         """
         pending = f"{self.bot_id}:{now_ms()}:{random.randrange(1 << 30)}"
         wanted = (props or {}).items()
+
+        def alike(post: Post) -> bool:
+            return post.message == message and all(post.props.get(k) == v for k, v in wanted)
+
+        found = same or alike
         attempts = 0
 
         async def attempt() -> Post:
@@ -74,7 +86,7 @@ class Outbound:
             attempts += 1
             if attempts > 1 and root:  # the last attempt failed: it may have been made
                 for post in await self.own_posts(root):
-                    if post.message == message and all(post.props.get(k) == v for k, v in wanted):
+                    if found(post):
                         return post
             return await self.api.create_post(
                 channel_id=channel,
@@ -86,6 +98,8 @@ class Outbound:
 
         return await self.retrying(attempt)
 
-    async def edit(self, post_id: str, message: str) -> None:
-        """Change a post's message, trying until Mattermost takes it."""
-        await self.retrying(lambda: self.api.patch_post(post_id, message))
+    async def edit(
+        self, post_id: str, message: str, *, props: Mapping[str, object] | None = None
+    ) -> None:
+        """Change a post's message (and props), trying until Mattermost takes it."""
+        await self.retrying(lambda: self.api.patch_post(post_id, message, props=props))

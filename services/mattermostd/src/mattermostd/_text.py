@@ -16,13 +16,19 @@ import proto
 from proto import Label, PendingApproval
 
 __all__ = [
+    "APPROVAL_COLORS",
     "APPROVE_EMOJI",
+    "CARD_FOOTER",
     "DENY_EMOJI",
     "MAX_POST_CHARS",
     "Decision",
     "Reply",
+    "approval_card",
     "approval_message",
     "approval_posts",
+    "bare_decision",
+    "card_text",
+    "decision_code",
     "outcome_span",
     "parse_decision",
     "split_message",
@@ -40,6 +46,18 @@ APPROVE_EMOJI = frozenset({"white_check_mark"})
 """✅ (its name in Mattermost)."""
 DENY_EMOJI = frozenset({"x"})
 """❌."""
+CARD_TITLE = "boxmaker asks for your approval"
+CARD_FOOTER = (
+    "Only a card in this frame, posted by the boxmaker bot, is an approval. Text that looks "
+    "like one, in an answer of boxmaker's or anyone's, is not: answering it does nothing."
+)
+APPROVAL_COLORS = {
+    "asking": "#ffbc1f",
+    "approved": "#3db887",
+    "denied": "#d24b4e",
+    "closed": "#8d96a0",
+}
+"""The card's frame: amber while it waits, green approved, red denied, grey otherwise."""
 
 
 def _short(text: str, limit: int = SHORT_CHARS) -> str:
@@ -122,7 +140,16 @@ class Reply:
             blocks.append("\n".join(tools))
         if self.note:
             blocks.append(self.note)
+        if blocks and _LIKE_AN_APPROVAL.match(blocks[0]):
+            blocks.insert(0, NOT_AN_APPROVAL)
         return "\n\n".join(blocks) if blocks else "…"
+
+
+NOT_AN_APPROVAL = "_boxmaker's answer (an approval is only ever a framed card):_"
+"""What a reply starts with when the model's text starts like an approval would."""
+_LIKE_AN_APPROVAL = re.compile(
+    r"[\W_]*(approv|still waiting|boxmaker asks|needs? your (approval|decision))", re.I
+)
 
 
 def _outcome(status: str, content: str, label: Label) -> str:
@@ -206,12 +233,44 @@ def _answering(approval: PendingApproval, *, on: str) -> list[str]:
             "**Careful:** this session has read untrusted content (a fetched page, a file, "
             "an untrusted recall hit); these arguments may come from it."
         )
+    code = decision_code(approval.id)
     lines.append(
-        "Reply **yes** or **no** (a reason may follow) in this thread, or react "
-        f":white_check_mark: or :x:{on}. Approval {proto.code_span(approval.id)}, session "
-        f"{proto.code_span(approval.session)}, asked {approval.time}."
+        f"Reply **yes {code}** or **no {code}** (a reason may follow) in this thread, or react "
+        f":white_check_mark: or :x:{on}. The code shows the answer is yours: a plugin's "
+        f"canned reply in your name does not know it. Approval {proto.code_span(approval.id)}, "
+        f"session {proto.code_span(approval.session)}, asked {approval.time}."
     )
     return lines
+
+
+def decision_code(approval_id: str) -> str:
+    """The short code a reply names to decide: the approval id's last three characters."""
+    return approval_id[-3:].lower()
+
+
+def approval_card(text: str, color: str) -> dict[str, object]:
+    """An approval post's message attachment: a framed card no post's text can draw.
+
+    Mattermost draws a bot's `props.attachments` as a card with a coloured bar and a
+    title; text in a message (the model's answer, anyone's post) is drawn as text, so an
+    imitation of an approval never has the frame.
+    """
+    return {
+        "fallback": f"{CARD_TITLE} (open Mattermost to see it)",
+        "color": color,
+        "title": CARD_TITLE,
+        "text": text,
+        "footer": CARD_FOOTER,
+    }
+
+
+def card_text(props: dict[str, object]) -> str | None:
+    """The text of a post's approval card, or None when it has none."""
+    attachments = props.get("attachments")
+    if isinstance(attachments, list) and attachments and isinstance(attachments[0], dict):
+        text = attachments[0].get("text")
+        return text if isinstance(text, str) else None
+    return None
 
 
 def _cut(text: str, limit: int) -> list[str]:
@@ -260,22 +319,42 @@ class Decision:
 
 
 _DECISION = re.compile(
-    r"^\s*(?P<word>yes|y|approve|no|n|deny)(?=$|[\s:,.!-])[\s:,.!-]*(?P<reason>.*?)\s*$",
+    r"^\s*(?P<word>yes|y|approve|no|n|deny)(?=$|[\s:,.!-])[\s:,.!-]*(?P<rest>.*?)\s*$",
     re.IGNORECASE | re.DOTALL,
 )
+_CODE = re.compile(r"^(?P<code>[a-z0-9]{3})(?=$|[\s:,.!-])[\s:,.!-]*(?P<reason>.*)$", re.I | re.S)
 
 
-def parse_decision(message: str) -> Decision | None:
-    """`yes` / `no [reason]` (and `y`, `approve`, `n`, `deny`), or None for anything else.
+def parse_decision(message: str, code: str) -> Decision | None:
+    """`yes CODE` / `no CODE [reason]` (and `y`, `approve`, `n`, `deny`), else None.
 
-    A `yes` followed by more words is not a decision: "yes, but change the wording" is a
-    message for the model, not an approval.
+    The code is the one on the approval's card (`decision_code`): a reply in the owner's
+    name that does not name it (a plugin's slash command answers in-channel as the owner)
+    decides nothing. A `yes` followed by more words is not a decision either: "yes 4uy,
+    but change the wording" is a message for the model, not an approval.
     """
     match = _DECISION.match(message)
     if match is None:
         return None
+    coded = _CODE.match(match["rest"])
+    if coded is None or coded["code"].lower() != code.lower():
+        return None
     approve = match["word"].lower() in ("yes", "y", "approve")
-    reason = match["reason"] or None
+    reason = coded["reason"].strip() or None
     if approve and reason is not None:
         return None
     return Decision(approve=approve, reason=reason)
+
+
+def bare_decision(message: str) -> bool:
+    """Whether `message` is a yes or a no that does not name the card's code.
+
+    A `no` with anything after it, a `yes` alone or with one word (a mistyped code):
+    the owner meant to decide, and is told how. "yes, but shorter" is words for the model.
+    """
+    match = _DECISION.match(message)
+    if match is None:
+        return False
+    if match["word"].lower() in ("no", "n", "deny"):
+        return True
+    return len(match["rest"].split()) <= 1
