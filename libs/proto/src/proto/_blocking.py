@@ -67,8 +67,6 @@ def call_blocking(
             raise CallTimedOut(
                 f"{path} did not answer within {deadline_s:g} s", deadline_s
             ) from None
-        except (BrokenPipeError, ConnectionResetError):
-            raise NoReply(f"{path} closed the connection without a reply") from None
         except IncompleteFrame as exc:
             raise CallBroken(f"the connection to {path} broke mid-frame: {exc}") from None
         except ProtocolError as exc:
