@@ -25,8 +25,11 @@ Answer = Callable[[trio.SocketStream], Awaitable[None]]
 
 async def serve_stub(nursery: trio.Nursery, path: Path, answer: Answer) -> None:
     """Listen on `path` in `nursery` and answer every connection with `answer`."""
-    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    await sock.bind(os.fspath(path))
+    # bound here, not with trio's `bind`, which binds in a thread: the autojump clock
+    # would jump past every deadline while it waits for that thread
+    plain = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    plain.bind(os.fspath(path))
+    sock = trio.socket.from_stdlib_socket(plain)
     sock.listen(8)
 
     async def handle(stream: trio.SocketStream) -> None:
