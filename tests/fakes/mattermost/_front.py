@@ -10,10 +10,9 @@ relay closes both sockets at once; closing the listener makes new connections fa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import socket
 import struct
+from dataclasses import dataclass, field
 
 import trio
 
