@@ -67,8 +67,6 @@ def call_blocking(
             raise CallTimedOut(
                 f"{path} did not answer within {deadline_s:g} s", deadline_s
             ) from None
-        except (BrokenPipeError, ConnectionResetError):
-            raise NoReply(f"{path} closed the connection without a reply") from None
         except IncompleteFrame as exc:
             raise CallBroken(f"the connection to {path} broke mid-frame: {exc}") from None
         except ProtocolError as exc:
@@ -83,7 +81,12 @@ def _receive(
 ) -> bytes:
     buffer = bytearray()
     while len(buffer) < n:
-        sock.settimeout(max(0.0, end - time.monotonic()))
+        left = end - time.monotonic()
+        if left <= 0:
+            # settimeout(0) would make the socket non-blocking: a read then fails with
+            # EAGAIN, which is the deadline, not a broken connection
+            raise TimeoutError
+        sock.settimeout(left)
         chunk = sock.recv(n - len(buffer))
         if not chunk:
             if at_boundary and not buffer:
