@@ -245,22 +245,14 @@ class Day:
                         await trio.to_thread.run_sync(self.kill, *killer)
                         killer = None
                     while True:
-                        try:
-                            frame = await conversation.receive()
-                        except proto.PeerClosed:
-                            return False
+                        frame = await conversation.receive()
                         if isinstance(frame, proto.ApprovalPending):
                             killer = await self._decide(frame.approval, killer)
                         elif isinstance(frame, proto.TurnDone):
                             return True
                         elif isinstance(frame, proto.Error):
                             return False
-        except (
-            proto.Unreachable,
-            proto.ProtocolError,
-            trio.BrokenResourceError,
-            OSError,
-        ):
+        except proto.CallFailed:  # a kill broke the turn, however the connection ended
             return False
 
     async def _decide(
@@ -276,7 +268,7 @@ class Day:
                 proto.ApprovalDecide(id=approval.id, approve=approve),
                 proto.Ok,
             )
-        except (proto.RemoteError, proto.Unreachable, proto.ProtocolError):
+        except proto.CallFailed:
             return killer
         if approve:
             self.report.approved += 1

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from scripted_model import serve_scripted_model
 
 import proto
 from bxctl import app
@@ -341,3 +342,64 @@ async def test_an_approval_answer_that_is_not_utf8_leaves_the_approval_waiting(
         "  could not decide ap-k3f9xy: the answer is not UTF-8 text (byte 0xff at byte 5); "
         "it still waits: `bxctl approvals list`\n"
     ) in out
+
+
+def closed_port_url() -> str:
+    """A loopback URL where nothing listens (the port was free a moment ago)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def failing_loopd(code: str, url: str) -> Handler:
+    """loopd whose turn fails with the model error `code`, its model server at `url`."""
+
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        if isinstance(request, proto.ModelInfo):
+            return proto.ModelInfoReply(model="m", url=url)
+        if answer := opening(request):
+            return answer
+        raise proto.ServiceError(code, "the model server failed", runbook="model-unavailable")
+
+    return loopd
+
+
+@pytest.mark.parametrize("code", ["model-unreachable", "model-timeout", "model-error"])
+async def test_a_model_failure_with_no_server_there_says_to_start_one_or_point_at_it(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str], code: str
+) -> None:
+    url = closed_port_url()
+    await serve(nursery, short_dir, proto.OWNER_LOOP, failing_loopd(code, url))
+    assert await run("chat", "-m", "hi", "--home", str(short_dir)) == 1
+    out = capsys.readouterr().out
+    assert "error: the model server failed (runbook: model-unavailable)\n" in out
+    assert f"note: no model server answers at {url}. Start one that speaks the OpenAI API" in out
+    assert f"set [model] url in {short_dir / 'config' / 'loopd.toml'}" in out
+
+
+async def test_a_model_timeout_from_a_server_that_answers_says_it_is_busy_or_slow(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serve_scripted_model() as model:
+        await serve(nursery, short_dir, proto.OWNER_LOOP, failing_loopd("model-timeout", model.url))
+        assert await run("chat", "-m", "hi", "--home", str(short_dir)) == 1
+    out = capsys.readouterr().out
+    assert f"note: the model server at {model.url} answers, but it is busy or slow" in out
+    assert "[model] timeout_s" in out
+    assert "no model server answers" not in out
+
+
+async def test_a_model_unreachable_from_a_server_that_answers_now_adds_no_note(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it came back since: nothing to tell the owner beyond loopd's error
+    with serve_scripted_model() as model:
+        handler = failing_loopd("model-unreachable", model.url)
+        await serve(nursery, short_dir, proto.OWNER_LOOP, handler)
+        assert await run("chat", "-m", "hi", "--home", str(short_dir)) == 1
+    out = capsys.readouterr().out
+    assert "error: the model server failed" in out
+    assert "note:" not in out

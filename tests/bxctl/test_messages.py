@@ -177,9 +177,91 @@ def test_an_unknown_key_suggests_the_nearest_and_an_ambiguous_one_asks_which(hom
     assert done.returncode == 1
     assert done.stderr == (
         "bxctl: sockets.drain_s is in several roles' configs; say which: "
-        "memoryd.sockets.drain_s, brokerd.sockets.drain_s, loopd.sockets.drain_s\n"
+        "memoryd.sockets.drain_s, brokerd.sockets.drain_s, loopd.sockets.drain_s, "
+        "mattermost.sockets.drain_s\n"
     )
     assert bxctl("config", "get", "loopd.sockets.drain_s", "--home", str(home)).stdout == "20.0\n"
+
+
+def comments_of(toml: Path) -> list[str]:
+    """The comments of a TOML file, in order, without the values before them."""
+    return [line.partition("#")[2] for line in toml.read_text().splitlines() if "#" in line]
+
+
+def with_bridge(home: Path) -> Path:
+    """`home` with the shipped mattermost.toml, as `bxctl init --mattermost-url` leaves it."""
+    toml = home / "config" / "mattermost.toml"
+    toml.write_text((Path(__file__).parents[2] / "config" / "mattermost.toml").read_text())
+    return toml
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "file", "role", "shown"),
+    [
+        ("memoryd.index.max_class", '"public"', "memoryd", "memoryd", '"public" (was "private")'),
+        ("approvals.timeout_s", "600", "brokerd", "brokerd", "600.0 (was 900.0)"),
+        ("model.max_steps", "8", "loopd", "loopd", "8 (was 16)"),
+        ("server.heartbeat_s", "60", "mattermost", "mattermostd", "60.0 (was 30.0)"),
+        ("mattermost.reply.update_s", "2.5", "mattermost", "mattermostd", "2.5 (was 1.0)"),
+        (
+            "mattermostd.listen.channel",
+            "abcdefghijklmnopqrstuvwxyz",
+            "mattermost",
+            "mattermostd",
+            '"abcdefghijklmnopqrstuvwxyz" (was (not set))',
+        ),
+    ],
+)
+def test_config_sets_a_key_in_each_roles_file_keeping_its_comments(
+    home: Path, key: str, value: str, file: str, role: str, shown: str
+) -> None:
+    with_bridge(home)
+    toml = home / "config" / f"{file}.toml"
+    comments = comments_of(toml)
+    done = bxctl("config", "set", key, value, "--home", str(home))
+    assert done.returncode == 0, done.stderr
+    section, name = key.split(".")[-2:]
+    assert done.stdout.splitlines() == [
+        f"{file}.{section}.{name} = {shown} in {toml}",
+        f"restart {role} for it to take effect: Ctrl-C `bxctl up --home {home}` and start it "
+        f"again, or `systemctl restart boxmaker-{role}`",
+    ]
+    assert comments_of(toml) == comments
+    got = bxctl("config", "get", f"{file}.{section}.{name}", "--home", str(home))
+    assert got.stdout == shown.split(" (was ")[0] + "\n"
+
+
+def test_config_refuses_a_bridge_value_in_words_and_keeps_the_file(home: Path) -> None:
+    toml = with_bridge(home)
+    before = toml.read_text()
+    done = bxctl("config", "set", "owner.user_id", "alice", "--home", str(home))
+    assert done.returncode == 1
+    assert done.stderr == (
+        "bxctl: mattermost would refuse owner.user_id = alice: expected a Mattermost id (26 "
+        "lowercase letters and digits) - at `$.owner.user_id`; nothing was changed\n"
+    )
+    done = bxctl("config", "set", "server.heartbeat_s", "0", "--home", str(home))
+    assert done.returncode == 1
+    assert done.stderr.endswith("- at `$.server.heartbeat_s`; nothing was changed\n")
+    assert toml.read_text() == before
+
+
+def test_config_of_a_bridge_not_set_up_says_how_to_set_it_up(home: Path) -> None:
+    toml = home / "config" / "mattermost.toml"
+    sentence = (
+        f"there is no {toml}: the Mattermost bridge is not set up. Set it up with `bxctl init "
+        f"--mattermost-url URL --token-file FILE --owner USERNAME --home {home}` "
+        "(docs/mattermost.md)"
+    )
+    for args in (["set", "server.heartbeat_s", "60"], ["get", "mattermost.server.url"]):
+        done = bxctl("config", *args, "--home", str(home))
+        assert done.returncode == 1
+        assert done.stderr == f"bxctl: {sentence}\n"
+    assert not toml.exists()
+    shown = bxctl("config", "show", "--home", str(home))
+    assert shown.returncode == 0, shown.stderr
+    assert f"# mattermost: {sentence}" in shown.stdout
+    assert "loopd.model.url = " in shown.stdout
 
 
 def test_init_on_a_home_points_at_config_set(home: Path) -> None:

@@ -177,3 +177,53 @@ def test_up_starts_a_role_that_dies_again_and_the_chat_goes_on(
     assert "(killed by SIGKILL); starting it again in 1 s" in said[0]
     assert not proto.OWNER_LOOP.default_path(home).exists()
     assert not proto.LOOP_MEMORY.default_path(home).exists()
+
+
+def test_up_and_every_command_use_the_sockets_the_configs_name(
+    short_dir: Path, model: ScriptedModel
+) -> None:
+    import tomlkit
+
+    home = new_home(short_dir, model)
+    elsewhere = short_dir / "s"
+    # Absolute owner sockets outside the home; memoryd's loop socket relative (under the
+    # home), and loopd told where that is, as an owner moving it must.
+    moved = {
+        ("loopd", "sockets", "chat"): str(elsewhere / "chat.sock"),
+        ("brokerd", "sockets", "admin"): str(elsewhere / "broker.sock"),
+        ("memoryd", "sockets", "admin"): str(elsewhere / "memory.sock"),
+        ("memoryd", "sockets", "loop"): "moved/loop-memory.sock",
+        ("loopd", "memory", "socket"): "moved/loop-memory.sock",
+    }
+    for (role, section, key), value in moved.items():
+        toml = home / "config" / f"{role}.toml"
+        document = tomlkit.parse(toml.read_text())
+        document[section][key] = value
+        toml.write_text(tomlkit.dumps(document))
+    served = {
+        proto.OWNER_LOOP: elsewhere / "chat.sock",
+        proto.OWNER_BROKER: elsewhere / "broker.sock",
+        proto.OWNER_MEMORY: elsewhere / "memory.sock",
+        proto.LOOP_MEMORY: home / "moved" / "loop-memory.sock",
+    }
+    with up_running(home) as up:
+        for spec, path in served.items():
+            assert any(line.endswith(f"{spec.name}: {path}") for line in up.lines), up.lines
+            assert path.is_socket()
+            assert not spec.default_path(home).exists()
+        model.steps.append(Step(text="Found you."))
+        chat = bxctl("chat", "--home", str(home), "--message", "hello")
+        assert chat.returncode == 0, chat.stderr
+        assert chat.stdout.strip() == "Found you."
+        listed = bxctl("approvals", "list", "--home", str(home))
+        assert listed.returncode == 0, listed.stderr
+        shown = bxctl("memory", "show", "--home", str(home))  # memoryd's loop socket
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith("# soul.md\n")
+        history = bxctl("memory", "history", "--home", str(home))  # memoryd's admin socket
+        assert history.returncode == 0, history.stderr
+        second = bxctl("up", "--home", str(home))
+        assert second.returncode == 1
+        assert second.stderr.startswith(f"bxctl: boxmaker is already running on {home} (")
+        assert "bxctl: started" not in second.stderr
+    assert up.code == 0, "\n".join(up.lines)

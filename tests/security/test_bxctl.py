@@ -255,6 +255,30 @@ async def test_chat_shows_a_turn_error_inert(
     assert_shows(out, SHORT_HOSTILE, one_line=True)
 
 
+@pytest.mark.parametrize("code", ["model-unreachable", "model-timeout"])
+async def test_a_model_failures_note_shows_a_hostile_model_url_inert(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str], code: str
+) -> None:
+    # loopd's config admits any non-space after http://, so the URL in the note is
+    # outside text; httpx refuses to fetch it, which is "no model server answers there"
+    url = "http://" + SHORT_HOSTILE.replace("\n", "").replace("\r", "") + "/v1"
+
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        if isinstance(request, proto.ModelInfo):
+            return proto.ModelInfoReply(model="m", url=url)
+        if isinstance(request, proto.SessionOpen):
+            return SessionOpened(session=SESSION, created=True)
+        if isinstance(request, proto.BaselinePreview):
+            raise proto.ServiceError("internal", "no preview here")
+        raise proto.ServiceError(code, "the model server failed", runbook="model-unavailable")
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    assert await run("chat", "--message", "hi", "--home", str(short_dir)) == 1
+    out = printed(capsys)
+    assert "note: no model server answers at http://" in out
+    assert_shows(out, url, one_line=True)
+
+
 # -- memoryd's answers ---------------------------------------------------------------
 
 

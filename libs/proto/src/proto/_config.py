@@ -118,5 +118,12 @@ def peers_of(names: list[str], key: str) -> frozenset[int]:
 
 
 def socket_path(configured: str | None, spec: Socket, home: Path) -> Path:
-    """A configured socket path, or the socket's default under the home."""
-    return Path(configured).expanduser() if configured else spec.default_path(home)
+    """A configured socket path, or the socket's default under the home.
+
+    A configured path has `~` expanded; a relative one is under the home, as the defaults
+    are (not under whatever directory the role happens to be started in), so bxctl finds
+    it where the role serves it.
+    """
+    if not configured:
+        return spec.default_path(home)
+    return home / Path(configured).expanduser()

@@ -297,7 +297,10 @@ def sessions_show(session: str, /, *, home: Home = None, json: Json = False) -> 
 
 config = App(
     name="config",
-    help="The home's settings: each role's TOML file, read and changed with its comments kept.",
+    help=(
+        "The home's settings: each role's TOML file (mattermost.toml too), read and changed "
+        "with its comments kept."
+    ),
     sort_key=14,
 )
 app.command(config)
@@ -305,7 +308,7 @@ app.command(config)
 
 @config.command(name="show")
 def config_show(*, home: Home = None) -> int:
-    """Every setting of every role, with its value now (defaults included).
+    """Every setting of every role's file, with its value now (defaults included).
 
     Example: bxctl config show
     """
@@ -321,8 +324,9 @@ def config_get(key: str, /, *, home: Home = None) -> int:
     Example: bxctl config get model.url
 
     Args:
-        key: `section.key` (`model.url`), or `role.section.key` where several roles have
-            it (`loopd.sockets.drain_s`).
+        key: `section.key` (`model.url`, `server.heartbeat_s`), or `FILE.section.key`
+            where several files have it (`loopd.sockets.drain_s`); FILE is memoryd,
+            brokerd, loopd or mattermost, a file in the home's config/ folder.
         home: the boxmaker home.
     """
     from ._config import get as run
@@ -336,9 +340,12 @@ def config_set(key: str, value: str, /, *, home: Home = None) -> int:
 
     Example: bxctl config set model.url http://127.0.0.1:8080/v1
 
+    Example: bxctl config set mattermost.server.heartbeat_s 60
+
     Args:
-        key: `section.key` (`model.url`), or `role.section.key` where several roles have
-            it (`loopd.sockets.drain_s`).
+        key: `section.key` (`model.url`, `server.heartbeat_s`), or `FILE.section.key`
+            where several files have it (`loopd.sockets.drain_s`); FILE is memoryd,
+            brokerd, loopd or mattermost, a file in the home's config/ folder.
         value: the new value, as TOML (`8192`, `true`, `"text"`); a bare word is text.
         home: the boxmaker home.
     """

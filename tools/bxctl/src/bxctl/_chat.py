@@ -74,7 +74,9 @@ async def model_hint(home: Path, *, after_timeout: bool = False) -> str | None:
     try:
         async with httpx.AsyncClient(timeout=MODEL_PROBE_S) as http:
             await http.get(f"{url}/models")
-    except httpx.HTTPError:
+    except (httpx.HTTPError, httpx.InvalidURL):
+        # InvalidURL is no HTTPError: a URL loopd's config admits (any non-space after
+        # http://) that httpx cannot fetch is a server nobody can reach there, not a crash.
         return (
             f"no model server answers at {url}. Start one that speaks the OpenAI API "
             "(llama.cpp's llama-server, vLLM, Ollama) there, or point boxmaker at yours: "

@@ -92,15 +92,63 @@ def bxctl(command: str) -> str:
     return f"bxctl {command} --home {_given_home}"
 
 
+SERVED_AT: dict[str, tuple[str, str]] = {
+    proto.LOOP_MEMORY.name: ("memoryd", "loop"),
+    proto.BROKER_MEMORY.name: ("memoryd", "broker"),
+    proto.OWNER_MEMORY.name: ("memoryd", "admin"),
+    proto.LOOP_BROKER.name: ("brokerd", "loop"),
+    proto.OWNER_BROKER.name: ("brokerd", "admin"),
+    proto.OWNER_LOOP.name: ("loopd", "chat"),
+}
+"""Each socket's key in its server's `[sockets]` table: (config file stem, key)."""
+
+_CONFIGS: dict[str, type[proto.MemorydConfig | proto.BrokerdConfig | proto.LoopdConfig]] = {
+    "memoryd": proto.MemorydConfig,
+    "brokerd": proto.BrokerdConfig,
+    "loopd": proto.LoopdConfig,
+}
+
+_unread: dict[Path, str] = {}
+"""Default socket paths bxctl fell back to because a config could not be read, and why."""
+
+
 class Sockets:
-    """The socket paths under a home (the defaults of ARCHITECTURE §2)."""
+    """The socket paths of a home, where each role's config says it serves them.
+
+    A role serves a socket at its config's `[sockets]` path, resolved by the same proto
+    function the role uses (`proto.socket_path`, under the config's `[paths] home` if it
+    names one), else at the default under the home (ARCHITECTURE §2). A config that
+    cannot be read gives the default: the role cannot start on it either, and says why;
+    if the call then finds nobody, its sentence says which config bxctl could not read.
+    """
 
     def __init__(self, home: Path) -> None:
         self.home = home
+        self._read: dict[str, proto.MemorydConfig | proto.BrokerdConfig | proto.LoopdConfig] = {}
 
     def path(self, spec: proto.Socket) -> Path:
-        """The default path of `spec` under this home."""
-        return spec.default_path(self.home)
+        """Where `spec`'s server serves it, by its config."""
+        role, key = SERVED_AT[spec.name]
+        default = spec.default_path(self.home)
+        if not self._config_path(role).exists():
+            return default  # nothing configured (the role, if started, says it is missing)
+        try:
+            config = self._config(role)
+        except proto.ConfigError as exc:
+            _unread[default] = str(exc)
+            return default
+        home = self.home
+        if config.paths.home:
+            home = proto.config_home(config.paths.home, self._config_path(role).parent)
+        return proto.socket_path(getattr(config.sockets, key), spec, home)
+
+    def _config_path(self, role: str) -> Path:
+        return self.home / "config" / f"{role}.toml"
+
+    def _config(self, role: str) -> proto.MemorydConfig | proto.BrokerdConfig | proto.LoopdConfig:
+        if role not in self._read:
+            self._read[role] = proto.read_config(self._config_path(role), _CONFIGS[role])
+        return self._read[role]
 
 
 def ask_now(
@@ -156,10 +204,13 @@ def _refused(role: str, exc: proto.RemoteError) -> str:
 def unreachable_sentence(role: str, path: Path, reason: str) -> str:
     """What to do when a role does not answer on its socket."""
     hint = f" (runbook: {role}-start-failed)"
-    return (
+    sentence = (
         f"cannot reach {role} at {path}: {reason}. Start boxmaker with `{bxctl('up')}`; "
         f"if {role} does not start, its log line says why{hint}."
     )
+    if path in _unread:
+        sentence += f" bxctl looked there because {role}'s config cannot be read: {_unread[path]}."
+    return sentence
 
 
 def inline(text: str) -> str:

@@ -1,10 +1,13 @@
 """`bxctl config`: each role's TOML file, read with the role's own Struct, edited with tomlkit.
 
-A key is `section.key` of the role that has it (`model.url` is loopd's), or
-`role.section.key` where several roles have it (`loopd.sockets.drain_s`). A new value is
-checked by decoding the whole file with the role's Struct (`proto.LoopdConfig`, …) before
-anything is written, so a value the role would refuse at start is refused here, with the
-role's own sentence. The owner's comments and layout stay as they are.
+A key is `section.key` where one file has it (`model.url` is loopd's, `server.heartbeat_s`
+mattermost's), or `FILE.section.key`, FILE being the file's name without `.toml`
+(`memoryd`, `brokerd`, `loopd`, `mattermost`; `mattermostd` is taken too), where several
+have it (`loopd.sockets.drain_s`). A new value is checked by decoding the whole file with
+the role's Struct (`proto.LoopdConfig`, …) before anything is written, so a value the
+role would refuse at start is refused here, with the role's own sentence. The owner's
+comments and layout stay as they are. mattermost.toml exists only once the bridge is set
+up (`bxctl init --mattermost-url …`): without it, its keys say how to set it up.
 """
 
 from __future__ import annotations
@@ -21,11 +24,21 @@ from ._common import CommandError, bxctl, inline
 
 __all__ = ["KINDS", "get", "keys", "set_value", "show"]
 
+BRIDGE_FILE = "mattermost"
+
 KINDS: dict[str, type[msgspec.Struct]] = {
     "memoryd": proto.MemorydConfig,
     "brokerd": proto.BrokerdConfig,
     "loopd": proto.LoopdConfig,
+    BRIDGE_FILE: proto.MattermostConfig,
 }
+"""Each file in `{home}/config/` (its name without `.toml`) and the Struct its role reads."""
+
+ROLE_OF = {BRIDGE_FILE: "mattermostd"}
+"""The role that reads a file, where it is not the file's name."""
+
+ALIASES = {role: file for file, role in ROLE_OF.items()}
+"""A role's name, taken as its file's (`mattermostd.server.url`)."""
 
 
 def keys(role: str) -> list[tuple[str, str]]:
@@ -40,6 +53,8 @@ def keys(role: str) -> list[tuple[str, str]]:
 def _resolve(key: str) -> tuple[str, str, str]:
     """(role, section, key) for `key`, or a `CommandError` naming the nearest keys."""
     parts = key.split(".")
+    if len(parts) == 3:
+        parts[0] = ALIASES.get(parts[0], parts[0])
     if len(parts) == 3 and parts[0] in KINDS:
         role, section, name = parts
         if (section, name) in keys(role):
@@ -66,7 +81,17 @@ def _path(home: Path, role: str) -> Path:
     return home / "config" / f"{role}.toml"
 
 
+def _no_bridge(home: Path) -> str:
+    return (
+        f"there is no {_path(home, BRIDGE_FILE)}: the Mattermost bridge is not set up. Set "
+        f"it up with `{bxctl('init --mattermost-url URL --token-file FILE --owner USERNAME')}` "
+        "(docs/mattermost.md)"
+    )
+
+
 def _read(home: Path, role: str) -> Any:
+    if role == BRIDGE_FILE and not _path(home, role).exists():
+        raise CommandError(_no_bridge(home))
     try:
         return proto.read_config(_path(home, role), KINDS[role])
     except proto.ConfigError as exc:
@@ -86,6 +111,9 @@ def _toml(value: object) -> str:
 def show(home: Path) -> int:
     """Print every setting of every role, with its value now."""
     for role in KINDS:
+        if role == BRIDGE_FILE and not _path(home, role).exists():
+            print(f"# {role}: {_no_bridge(home)}")
+            continue
         config = _read(home, role)
         print(f"# {role}: {_path(home, role)}")
         for section, name in keys(role):
@@ -120,6 +148,8 @@ def set_value(home: Path, key: str, value: str) -> int:
 
     role, section, name = _resolve(key)
     path = _path(home, role)
+    if role == BRIDGE_FILE and not path.exists():
+        raise CommandError(_no_bridge(home))
     try:
         document = tomlkit.parse(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -142,8 +172,9 @@ def set_value(home: Path, key: str, value: str) -> int:
     proto.write_atomically(path, text.encode())
     after = _toml(getattr(getattr(_read(home, role), section), name))
     print(f"{role}.{section}.{name} = {inline(after)} (was {inline(before)}) in {path}")
+    runs = ROLE_OF.get(role, role)
     print(
-        f"restart {role} for it to take effect: Ctrl-C `{bxctl('up')}` and start it again, "
-        f"or `systemctl restart boxmaker-{role}`"
+        f"restart {runs} for it to take effect: Ctrl-C `{bxctl('up')}` and start it again, "
+        f"or `systemctl restart boxmaker-{runs}`"
     )
     return 0

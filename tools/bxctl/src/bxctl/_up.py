@@ -64,6 +64,7 @@ RESTART_LIMIT = 5
 QUICK_DEATH_S = 10.0
 FIRST_PAUSE_S = 1.0
 LONGEST_PAUSE_S = 30.0
+"""A dying role is started again after `FIRST_PAUSE_S`, then twice as long each time."""
 
 
 @dataclass
@@ -113,6 +114,7 @@ async def _watch_exit(child: _Child) -> None:
 
 
 async def _wait_ready(child: _Child, notify: trio.socket.SocketType) -> None:
+    """Until the child says READY=1, or dies (no deadline of its own: the caller's)."""
     async with trio.open_nursery() as race:
 
         async def died() -> None:
@@ -120,12 +122,11 @@ async def _wait_ready(child: _Child, notify: trio.socket.SocketType) -> None:
             race.cancel_scope.cancel()
 
         race.start_soon(died)
-        with trio.fail_after(READY_DEADLINE_S):
-            while True:
-                data = await notify.recv(4096)
-                if b"READY=1" in data.split(b"\n"):
-                    race.cancel_scope.cancel()
-                    return
+        while True:
+            data = await notify.recv(4096)
+            if b"READY=1" in data.split(b"\n"):
+                race.cancel_scope.cancel()
+                return
 
 
 async def _spawn(
@@ -205,14 +206,21 @@ async def _start(
         notify,
     )
     child.stop_deadline_s = _stop_deadline(home, role)
-    try:
+    with trio.move_on_after(READY_DEADLINE_S) as waited:
         await _wait_ready(child, notify)
-    except trio.TooSlowError:
-        child.process.kill()
-        raise CommandError(f"{role} did not report ready within {READY_DEADLINE_S:g} s") from None
-    if child.exited.is_set():
+    died = child.exited.is_set()
+    if not died and not waited.cancelled_caught:
+        return child
+    # A failed start leaves nothing behind: a supervisor that tries again and again
+    # would otherwise keep a notify socket (and a process to reap) per attempt.
+    if not died:
+        child.process.kill()  # SIGKILL: it exits, and `_watch_exit` reaps it
+        with trio.CancelScope(shield=True):
+            await child.exited.wait()
+    notify.close()
+    if died:
         raise _died_while_starting(child)
-    return child
+    raise CommandError(f"{role} did not report ready within {READY_DEADLINE_S:g} s")
 
 
 async def _start_model(
@@ -393,7 +401,8 @@ async def _supervise(
 
         async def keep(slot: int) -> None:
             quick_deaths = 0
-            pause = FIRST_PAUSE_S
+            # No jitter: one bxctl restarts one role, and "again in N s" must be exact.
+            backoff = proto.Backoff(FIRST_PAUSE_S, LONGEST_PAUSE_S, jitter=False)
             started = trio.current_time()
             while True:
                 child = children[slot]
@@ -401,7 +410,8 @@ async def _supervise(
                 if trio.current_time() - started < QUICK_DEATH_S:
                     quick_deaths += 1
                 else:
-                    quick_deaths, pause = 1, FIRST_PAUSE_S  # it ran a good while
+                    quick_deaths = 1  # it ran a good while
+                    backoff.reset()
                 said = (
                     f"bxctl: {child.role} exited with code {child.process.returncode} "
                     f"({inline(child.why())})"
@@ -438,11 +448,11 @@ async def _supervise(
                     outcome.append(1)
                     watch.cancel_scope.cancel()
                     return
+                pause = backoff.next()
                 print(f"{said}; starting it again in {pause:g} s", file=sys.stderr, flush=True)
                 if child.notify is not None:
                     child.notify.close()
                 await trio.sleep(pause)
-                pause = min(pause * 2, LONGEST_PAUSE_S)
                 try:
                     children[slot] = await starters[slot]()
                 except CommandError as exc:
