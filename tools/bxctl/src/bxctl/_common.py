@@ -192,6 +192,8 @@ def failure_sentence(role: str, path: Path, exc: proto.CallFailed) -> str:
             return f"{role} did not answer within {seconds:g} s at {path}"
         case proto.NoReply():
             return f"{role} closed the connection without answering ({path})"
+        case proto.CallBroken():
+            return f"the connection to {role} broke before it answered ({path}): {exc}"
         case _:
             return f"{role} sent something unexpected at {path}: {exc}"
 
