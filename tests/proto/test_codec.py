@@ -105,6 +105,13 @@ SESSION_IDS = st.from_regex(r"\A[a-z]{2,8}-[a-z0-9]{8,64}\Z")
 LABELS = st.builds(Label, class_=st.sampled_from(Class), untrusted=st.booleans())
 STATUSES = st.sampled_from(["ok", "error", "denied"])
 TOOL_CALLS = st.builds(ToolCall, id=st.text(), name=st.text(), arguments=st.text())
+SURFACES = st.builds(
+    proto.Surface,
+    via=st.sampled_from(["bxctl", "mattermost"]),
+    uid=st.none() | st.integers(min_value=0, max_value=2**31),
+    user=st.none() | st.text(),
+    post=st.none() | st.text(),
+)
 PENDING = st.builds(
     PendingApproval,
     id=st.text(),
@@ -166,6 +173,43 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
     ToolResult: st.builds(
         ToolResult, call=TOOL_CALLS, status=STATUSES, content=st.text(), label=LABELS
     ),
+    proto.MemoryEdit: st.builds(
+        proto.MemoryEdit,
+        arguments=st.text(),
+        surface=SURFACES,
+        session=st.none() | SESSION_IDS,
+        undoes=st.none() | st.text(),
+    ),
+    proto.MemoryWhy: st.builds(proto.MemoryWhy, part=st.text(min_size=1, max_size=50)),
+    proto.MemoryWhyReply: st.builds(
+        proto.MemoryWhyReply,
+        entries=st.lists(
+            st.builds(
+                proto.WhyEntry,
+                file=st.sampled_from(["memory", "user", "archive"]),
+                entry=st.text(),
+                edits=st.lists(
+                    st.builds(
+                        proto.WhyEdit,
+                        id=st.text(),
+                        time=st.text(),
+                        action=st.text(),
+                        file=st.text(),
+                        session=st.text(),
+                        call=st.text(),
+                        approval=st.none() | st.text(),
+                        decision=st.none() | st.sampled_from(["approved", "owner"]),
+                        surface=st.none() | SURFACES,
+                        taint=st.none() | LABELS,
+                        owner_said=st.none() | st.text(),
+                        previous=st.none() | st.text(),
+                    ),
+                    max_size=2,
+                ),
+            ),
+            max_size=2,
+        ),
+    ),
     # JSON schemas: plain JSON values only (from_type would try any Python object).
     BaselinePreviewReply: st.builds(
         BaselinePreviewReply,
@@ -186,7 +230,7 @@ def strategy_for(cls: type[Message]) -> st.SearchStrategy[Message]:
 
 def test_explicit_strategies_name_real_kinds() -> None:
     assert set(EXPLICIT) <= set(KINDS)
-    assert len(KINDS) == 34
+    assert len(KINDS) == 39
 
 
 # -- round trip ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import proto
 from proto import (
     SOCKETS,
     ApprovalDecide,
+    ApprovalRevise,
     ApprovalsList,
     AuditVerify,
     BaselinePreview,
@@ -23,7 +24,9 @@ from proto import (
     GrantsList,
     Label,
     MemoryBlock,
+    MemoryEdit,
     MemoryHistory,
+    MemoryWhy,
     Message,
     ModelInfo,
     PendingApproval,
@@ -33,6 +36,7 @@ from proto import (
     SessionOpen,
     SessionUpdated,
     Socket,
+    Surface,
     ToolCall,
     ToolRequest,
 )
@@ -67,8 +71,8 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         "memoryd",
         "bxctl",
         "run/owner-memory/admin.sock",
-        {"reindex", "recall_query", "memory_history"},
-        {"reindexed", "tool_response", "memory_history_reply", "error"},
+        {"reindex", "recall_query", "memory_history", "memory_why"},
+        {"reindexed", "tool_response", "memory_history_reply", "memory_why_reply", "error"},
     ),
     "loop-broker": (
         "brokerd",
@@ -81,8 +85,23 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         "brokerd",
         "bxctl",
         "run/owner-broker/admin.sock",
-        {"approvals_list", "approval_decide", "grants_list", "audit_verify"},
-        {"approvals", "ok", "grants", "audit_verified", "error"},
+        {
+            "approvals_list",
+            "approval_decide",
+            "approval_revise",
+            "memory_edit",
+            "grants_list",
+            "audit_verify",
+        },
+        {
+            "approvals",
+            "ok",
+            "approval_revised",
+            "tool_response",
+            "grants",
+            "audit_verified",
+            "error",
+        },
     ),
     "owner-loop": (
         "loopd",
@@ -138,6 +157,11 @@ ALL_TAGS = {
     "baseline_preview_reply",
     "model_info",
     "model_info_reply",
+    "approval_revise",
+    "approval_revised",
+    "memory_edit",
+    "memory_why",
+    "memory_why_reply",
 }
 
 # The wire fields of every kind besides `kind` (ARCHITECTURE §3, spec §7).
@@ -147,7 +171,7 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "memory_block": set(),
     "memory_block_reply": {"text"},
     "session_updated": {"session"},
-    "tool_request": {"session", "call", "taint", "approval", "token"},
+    "tool_request": {"session", "call", "taint", "approval", "token", "decided"},
     "tool_response": {"call_id", "status", "content", "label"},
     "approval_pending": {"approval"},
     "call_state": {"session", "call"},
@@ -159,7 +183,12 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "memory_history_reply": {"edits", "older"},
     "approvals_list": {"ids"},
     "approvals": {"pending", "more"},
-    "approval_decide": {"id", "approve", "reason"},
+    "approval_decide": {"id", "approve", "reason", "arguments", "surface"},
+    "approval_revise": {"id", "arguments"},
+    "approval_revised": {"id", "arguments"},
+    "memory_edit": {"arguments", "surface", "session", "undoes"},
+    "memory_why": {"part"},
+    "memory_why_reply": {"entries"},
     "grants_list": set(),
     "grants": {"grants", "problems"},
     "audit_verify": set(),
@@ -290,6 +319,9 @@ REQUEST_EXAMPLES: list[Message] = [
     proto.TurnFollow(session="chat-abcdefgh", ref="mm:x"),
     BaselinePreview(),
     ModelInfo(),
+    MemoryWhy(part="tea"),
+    MemoryEdit(arguments="{}", surface=Surface(via="bxctl")),
+    ApprovalRevise(id="ap-abcdef", arguments="{}"),
 ]
 
 

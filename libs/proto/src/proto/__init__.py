@@ -85,6 +85,7 @@ from ._records import AUDIT_GENESIS as AUDIT_GENESIS
 from ._records import AUDIT_HEAD as AUDIT_HEAD
 from ._records import AUDIT_LOG as AUDIT_LOG
 from ._records import EDIT_JOURNAL as EDIT_JOURNAL
+from ._records import OWNER_SESSION as OWNER_SESSION
 from ._records import RECALL_LOG as RECALL_LOG
 from ._records import AuditHead as AuditHead
 from ._records import AuditRecord as AuditRecord
@@ -94,7 +95,9 @@ from ._records import EditRecord as EditRecord
 from ._records import HitSource as HitSource
 from ._records import RecallRecord as RecallRecord
 from ._records import Status as Status
+from ._records import Surface as Surface
 from ._records import audit_mac as audit_mac
+from ._records import edit_id as edit_id
 from ._render import MENTION_ENTITY as MENTION_ENTITY
 from ._render import code_block as code_block
 from ._render import code_span as code_span

@@ -13,12 +13,14 @@ import msgspec
 
 from ._ids import SessionId
 from ._label import Class, Label
-from ._records import EditRecord, Status
+from ._records import Decision, EditRecord, Status, Surface
 
 __all__ = [
     "AllMessages",
     "ApprovalDecide",
     "ApprovalPending",
+    "ApprovalRevise",
+    "ApprovalRevised",
     "Approvals",
     "ApprovalsList",
     "AssistantText",
@@ -28,6 +30,7 @@ __all__ = [
     "BaselinePreviewReply",
     "CallState",
     "CallStateReply",
+    "Decided",
     "Error",
     "GrantInfo",
     "GrantProblem",
@@ -35,8 +38,11 @@ __all__ = [
     "GrantsList",
     "MemoryBlock",
     "MemoryBlockReply",
+    "MemoryEdit",
     "MemoryHistory",
     "MemoryHistoryReply",
+    "MemoryWhy",
+    "MemoryWhyReply",
     "Message",
     "ModelInfo",
     "ModelInfoReply",
@@ -57,6 +63,8 @@ __all__ = [
     "TurnDone",
     "TurnEvent",
     "TurnFollow",
+    "WhyEdit",
+    "WhyEntry",
 ]
 
 
@@ -103,6 +111,49 @@ class GrantInfo(msgspec.Struct, frozen=True, kw_only=True):
     untrusted: bool
     grant_sha256: str
     builtin: bool = False
+
+
+class Decided(msgspec.Struct, frozen=True, kw_only=True):
+    """How the owner decided a memory call brokerd forwards to memoryd (for its journal)."""
+
+    decision: Decision
+    """`approved` (the owner approved the model's call) or `owner` (the owner's own edit)."""
+    surface: Surface | None = None
+    proposed: str | None = None
+    """The model's arguments, when the owner approved a version of their own."""
+    undoes: str | None = None
+    """The id of the edit an undo inverts."""
+
+
+class WhyEdit(msgspec.Struct, frozen=True, kw_only=True):
+    """One applied edit in the story of an entry, as `memory_why` tells it."""
+
+    id: str
+    time: str
+    action: str
+    file: str
+    session: str
+    call: str
+    approval: str | None
+    decision: Decision | None
+    surface: Surface | None
+    taint: Label | None
+    """The session's label when it was decided (untrusted: it had read outside text)."""
+    owner_said: str | None
+    """The owner's last message before the call in its session, raw (None: none found)."""
+    previous: str | None
+    """The text this edit replaced or rewrote into the entry, if it was one."""
+
+
+class WhyEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """An entry holding the text asked about, and where it came from, newest edit first.
+
+    No edits: written by hand in the file (no edit recorded).
+    """
+
+    file: Literal["memory", "user", "archive"]
+    entry: str
+    edits: list[WhyEdit]
 
 
 class GrantProblem(msgspec.Struct, frozen=True, kw_only=True):
@@ -162,6 +213,9 @@ class ToolRequest(Message, frozen=True, kw_only=True, tag="tool_request"):
     approval: str | None = None
     token: str | None = None
     """brokerd's HMAC binding `approval` to this exact call (`proto.approval_token`)."""
+    decided: Decided | msgspec.UnsetType = msgspec.UNSET
+    """brokerd to memoryd: who decided the approved call and where, for the journal.
+    Unset (absent on the wire, which stays ARCHITECTURE §3's) on every other request."""
 
 
 class ToolResponse(Message, frozen=True, kw_only=True, tag="tool_response"):
@@ -246,6 +300,18 @@ class MemoryHistoryReply(
     older: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
+class MemoryWhy(Message, frozen=True, kw_only=True, tag="memory_why"):
+    """Where each entry holding `part` came from (memory.md, user.md, archive.md)."""
+
+    part: Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
+
+
+class MemoryWhyReply(Message, frozen=True, kw_only=True, tag="memory_why_reply"):
+    """The entries holding the text, each with the edits that made it, newest first."""
+
+    entries: list[WhyEntry]
+
+
 # -- owner-broker ----------------------------------------------------------------------
 
 
@@ -272,11 +338,52 @@ class Approvals(Message, frozen=True, kw_only=True, tag="approvals", omit_defaul
 
 
 class ApprovalDecide(Message, frozen=True, kw_only=True, tag="approval_decide"):
-    """The owner's decision on one pending approval."""
+    """The owner's decision on one pending approval.
+
+    `arguments`, with `approve`: the owner's own version of the call's arguments (edit
+    before approve), which brokerd parses with the same rules (same tool, and for a
+    memory call the same action and file) and runs instead of the model's. `surface`
+    says where the owner decided (brokerd fills in the uid of a bxctl peer itself).
+    """
 
     id: str
     approve: bool
     reason: str | None = None
+    arguments: str | msgspec.UnsetType = msgspec.UNSET
+    surface: Surface | msgspec.UnsetType = msgspec.UNSET
+
+
+class ApprovalRevise(Message, frozen=True, kw_only=True, tag="approval_revise"):
+    """Check the owner's version of a pending call's arguments without deciding.
+
+    The reply is the version as it would run (canonical), to show the owner before they
+    approve it (the Mattermost bridge's `edit CODE: …`), or an `error` saying why not.
+    """
+
+    id: str
+    arguments: str
+
+
+class ApprovalRevised(Message, frozen=True, kw_only=True, tag="approval_revised"):
+    """The owner's version as brokerd would run it."""
+
+    id: str
+    arguments: str
+
+
+class MemoryEdit(Message, frozen=True, kw_only=True, tag="memory_edit"):
+    """The owner's own memory edit: a `memory` call the owner makes (owner-broker).
+
+    Decided `owner`, audited with its `surface`, applied by memoryd with the same rules
+    and sentences as an approved call, journalled; the reply is memoryd's `tool_response`.
+    `session` is the session the owner typed it in, if any (`OWNER_SESSION` otherwise);
+    `undoes` names the edit an undo inverts.
+    """
+
+    arguments: str
+    surface: Surface
+    session: SessionId | None = None
+    undoes: str | None = None
 
 
 class GrantsList(Message, frozen=True, kw_only=True, tag="grants_list"):
@@ -423,6 +530,11 @@ AllMessages = (
     | ApprovalsList
     | Approvals
     | ApprovalDecide
+    | ApprovalRevise
+    | ApprovalRevised
+    | MemoryEdit
+    | MemoryWhy
+    | MemoryWhyReply
     | GrantsList
     | Grants
     | AuditVerify

@@ -13,6 +13,8 @@ imports a role. Each is read with `JsonLines` and written with `append_line`.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from typing import Literal
 
 import msgspec
@@ -26,6 +28,7 @@ __all__ = [
     "AUDIT_HEAD",
     "AUDIT_LOG",
     "EDIT_JOURNAL",
+    "OWNER_SESSION",
     "RECALL_LOG",
     "AuditHead",
     "AuditRecord",
@@ -35,14 +38,35 @@ __all__ = [
     "HitSource",
     "RecallRecord",
     "Status",
+    "Surface",
     "audit_mac",
+    "edit_id",
 ]
 
 Status = Literal["ok", "error", "denied"]
 """A tool call's outcome, in a `tool_response` and an audit record."""
 
-Decision = Literal["auto", "approved", "denied", "refused"]
-"""How brokerd decided a call: run unasked, approved by the owner, denied, or refused."""
+Decision = Literal["auto", "approved", "denied", "refused", "owner"]
+"""How brokerd decided a call: run unasked, approved by the owner, denied, refused, or
+`owner`: the owner's own memory edit (`memory_edit`), decided by making it."""
+
+OWNER_SESSION = "owner-terminal"
+"""The session an owner's edit made outside any session (`bxctl memory add`) is filed under."""
+
+
+class Surface(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where and by whom the owner acted: a decision, or an edit of their own.
+
+    `bxctl`: `uid` is the peer's uid, which brokerd reads from the socket (SO_PEERCRED),
+    whatever the client says. `mattermost`: `user` is the owner's username and `post` the
+    post that decided or asked, as the bridge read them.
+    """
+
+    via: Literal["bxctl", "mattermost"]
+    uid: int | None = None
+    user: str | None = None
+    post: str | None = None
+
 
 AuditStatus = Literal["started", "ok", "error", "denied"]
 """An audit record's status: `started` for the record written before a call runs (its
@@ -64,6 +88,18 @@ class EditRecord(msgspec.Struct, frozen=True, kw_only=True):
     before: list[str]
     after: list[str]
     moved: list[str] = msgspec.field(default_factory=list)
+    decision: Decision | None = None
+    """`approved` (the owner approved the model's call) or `owner` (the owner's own edit);
+    None in lines written before issue 21."""
+    surface: Surface | None = None
+    """Where the owner decided or made it."""
+    taint: Label | None = None
+    """The session's label when the call was decided (untrusted: it had read outside text)."""
+    proposed: str | None = None
+    """The model's arguments when the owner changed them before approving (edit before
+    approve); what was applied is `before` → `after`."""
+    undoes: str | None = None
+    """The id (`edit_id`) of the edit this one undid, for `bxctl memory undo`."""
 
 
 class HitSource(msgspec.Struct, frozen=True, kw_only=True):
@@ -127,6 +163,13 @@ class AuditRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     taint: Label | None = None
     prev: str = AUDIT_GENESIS
     mac: str = ""
+    surface: Surface | msgspec.UnsetType = msgspec.UNSET
+    """Who decided and where (a decision of the owner's: `approved`, `denied` by them,
+    `owner`). Unset, and so absent from the line, where no owner decided, and in records
+    written before issue 21, whose lines stay byte for byte their own encoding."""
+    proposed: str | msgspec.UnsetType = msgspec.UNSET
+    """The model's arguments when the owner approved a version of their own (`arguments`
+    is what ran). Unset otherwise."""
 
 
 class AuditHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -157,6 +200,18 @@ AUDIT_HEAD = "head"
 """The name of the head file in the audit directory."""
 
 _encoder = msgspec.json.Encoder()
+
+
+def edit_id(record: EditRecord) -> str:
+    """The short stable id of an applied edit (`ed-` and six characters), for history and undo.
+
+    Made from what the journal line says of the edit, so it needs no field of its own and
+    lines written before it existed have one too.
+    """
+    digest = hashlib.sha256(
+        "\x1f".join((record.time, record.session, record.call, record.action, record.file)).encode()
+    ).digest()
+    return "ed-" + base64.b32encode(digest).decode().lower()[:6]
 
 
 def audit_mac(key: bytes, record: AuditRecord) -> str:

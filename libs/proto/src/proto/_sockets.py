@@ -8,6 +8,8 @@ from pathlib import Path
 from ._messages import (
     ApprovalDecide,
     ApprovalPending,
+    ApprovalRevise,
+    ApprovalRevised,
     Approvals,
     ApprovalsList,
     AssistantText,
@@ -22,8 +24,11 @@ from ._messages import (
     GrantsList,
     MemoryBlock,
     MemoryBlockReply,
+    MemoryEdit,
     MemoryHistory,
     MemoryHistoryReply,
+    MemoryWhy,
+    MemoryWhyReply,
     Message,
     ModelInfo,
     ModelInfoReply,
@@ -100,8 +105,8 @@ OWNER_MEMORY = Socket(
     "memoryd",
     "bxctl",
     "run/owner-memory/admin.sock",
-    (Reindex, RecallQuery, MemoryHistory),
-    (Reindexed, ToolResponse, MemoryHistoryReply, Error),
+    (Reindex, RecallQuery, MemoryHistory, MemoryWhy),
+    (Reindexed, ToolResponse, MemoryHistoryReply, MemoryWhyReply, Error),
 )
 LOOP_BROKER = Socket(
     "loop-broker",
@@ -116,8 +121,8 @@ OWNER_BROKER = Socket(
     "brokerd",
     "bxctl",
     "run/owner-broker/admin.sock",
-    (ApprovalsList, ApprovalDecide, GrantsList, AuditVerify),
-    (Approvals, Ok, Grants, AuditVerified, Error),
+    (ApprovalsList, ApprovalDecide, ApprovalRevise, MemoryEdit, GrantsList, AuditVerify),
+    (Approvals, Ok, ApprovalRevised, ToolResponse, Grants, AuditVerified, Error),
 )
 OWNER_LOOP = Socket(
     "owner-loop",
