@@ -8,6 +8,7 @@ from typing import TypeVar
 import msgspec
 
 from ._home import resolve_home, resolve_peers
+from ._messages import Message
 from ._sockets import Socket
 
 __all__ = [
@@ -117,6 +118,6 @@ def peers_of(names: list[str], key: str) -> frozenset[int]:
         raise ConfigError(f"[peers] {key}: {exc}") from None
 
 
-def socket_path(configured: str | None, spec: Socket, home: Path) -> Path:
+def socket_path(configured: str | None, spec: Socket[Message], home: Path) -> Path:
     """A configured socket path, or the socket's default under the home."""
     return Path(configured).expanduser() if configured else spec.default_path(home)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Generic, TypeGuard, TypeVar
 
 from ._messages import (
     ApprovalDecide,
@@ -52,6 +53,12 @@ __all__ = [
     "OWNER_LOOP",
     "OWNER_MEMORY",
     "SOCKETS",
+    "BrokerMemoryRequest",
+    "LoopBrokerRequest",
+    "LoopMemoryRequest",
+    "OwnerBrokerRequest",
+    "OwnerLoopRequest",
+    "OwnerMemoryRequest",
     "Socket",
 ]
 
@@ -59,27 +66,39 @@ MAX_SOCKET_PATH_BYTES = 107
 """AF_UNIX paths are at most 108 bytes with the terminating NUL."""
 
 
+R = TypeVar("R", bound=Message, covariant=True)
+
+LoopMemoryRequest = MemoryBlock | SessionUpdated
+BrokerMemoryRequest = ToolRequest
+OwnerMemoryRequest = Reindex | RecallQuery | MemoryHistory
+LoopBrokerRequest = ToolRequest | CallState
+OwnerBrokerRequest = ApprovalsList | ApprovalDecide | GrantsList | AuditVerify
+OwnerLoopRequest = SessionOpen | Say | TurnFollow | BaselinePreview | ModelInfo
+"""Each socket's requests as a union: a handler typed with one matches on its kinds and
+ends with `assert_never`, so mypy proves every kind the socket accepts is handled."""
+
+
 @dataclasses.dataclass(frozen=True)
-class Socket:
+class Socket(Generic[R]):
     """One (peer, server) pair: where its socket lives and what may be said on it."""
 
     name: str
     server: str
     peer: str
     relative_path: str
-    requests: tuple[type[Message], ...]
+    requests: tuple[type[R], ...]
     replies: tuple[type[Message], ...]
 
     def default_path(self, home: Path) -> Path:
         """The socket's path under a home: `{home}/run/<peer>-<server>/<file>`."""
         return home / self.relative_path
 
-    def accepts(self, message: Message) -> bool:
+    def accepts(self, message: Message) -> TypeGuard[R]:
         """Whether `message` is one of the kinds a peer may send on this socket."""
         return isinstance(message, self.requests)
 
 
-LOOP_MEMORY = Socket(
+LOOP_MEMORY: Socket[LoopMemoryRequest] = Socket(
     "loop-memory",
     "memoryd",
     "loopd",
@@ -87,7 +106,7 @@ LOOP_MEMORY = Socket(
     (MemoryBlock, SessionUpdated),
     (MemoryBlockReply, Ok, Error),
 )
-BROKER_MEMORY = Socket(
+BROKER_MEMORY: Socket[BrokerMemoryRequest] = Socket(
     "broker-memory",
     "memoryd",
     "brokerd",
@@ -95,7 +114,7 @@ BROKER_MEMORY = Socket(
     (ToolRequest,),
     (ToolResponse, Error),
 )
-OWNER_MEMORY = Socket(
+OWNER_MEMORY: Socket[OwnerMemoryRequest] = Socket(
     "owner-memory",
     "memoryd",
     "bxctl",
@@ -103,7 +122,7 @@ OWNER_MEMORY = Socket(
     (Reindex, RecallQuery, MemoryHistory),
     (Reindexed, ToolResponse, MemoryHistoryReply, Error),
 )
-LOOP_BROKER = Socket(
+LOOP_BROKER: Socket[LoopBrokerRequest] = Socket(
     "loop-broker",
     "brokerd",
     "loopd",
@@ -111,7 +130,7 @@ LOOP_BROKER = Socket(
     (ToolRequest, CallState),
     (ApprovalPending, ToolResponse, CallStateReply, Error),
 )
-OWNER_BROKER = Socket(
+OWNER_BROKER: Socket[OwnerBrokerRequest] = Socket(
     "owner-broker",
     "brokerd",
     "bxctl",
@@ -119,7 +138,7 @@ OWNER_BROKER = Socket(
     (ApprovalsList, ApprovalDecide, GrantsList, AuditVerify),
     (Approvals, Ok, Grants, AuditVerified, Error),
 )
-OWNER_LOOP = Socket(
+OWNER_LOOP: Socket[OwnerLoopRequest] = Socket(
     "owner-loop",
     "loopd",
     "bxctl",

@@ -98,14 +98,14 @@ class Sockets:
     def __init__(self, home: Path) -> None:
         self.home = home
 
-    def path(self, spec: proto.Socket) -> Path:
+    def path(self, spec: proto.Socket[proto.Message]) -> Path:
         """The default path of `spec` under this home."""
         return spec.default_path(self.home)
 
 
 def ask_now(
     path: Path,
-    spec: proto.Socket,
+    spec: proto.Socket[proto.Message],
     request: proto.Message,
     expect: type[M],
     *,
@@ -120,7 +120,7 @@ def ask_now(
 
 async def ask(
     path: Path,
-    spec: proto.Socket,
+    spec: proto.Socket[proto.Message],
     request: proto.Message,
     expect: type[M],
     *,
