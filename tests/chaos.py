@@ -247,7 +247,7 @@ class Day:
                     while True:
                         try:
                             frame = await conversation.receive()
-                        except proto.PeerClosed:
+                        except proto.NoReply:  # loopd was killed mid-turn
                             return False
                         if isinstance(frame, proto.ApprovalPending):
                             killer = await self._decide(frame.approval, killer)
