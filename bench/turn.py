@@ -357,7 +357,7 @@ class Bench:
     figures: Figures = field(default_factory=Figures)
     calls: int = 0
 
-    def socket(self, spec: proto.Socket) -> Path:
+    def socket(self, spec: proto.Socket[proto.Message]) -> Path:
         return spec.default_path(self.home)
 
     async def turn(self, session: str, number: int) -> tuple[str, float]:

@@ -195,7 +195,7 @@ class Day:
         self.sessions: list[str] = []
         self.sent: dict[str, list[str]] = {}
 
-    def socket(self, spec: proto.Socket) -> Path:
+    def socket(self, spec: proto.Socket[proto.Message]) -> Path:
         return spec.default_path(self.home)
 
     # -- killing ---------------------------------------------------------------------

@@ -22,12 +22,13 @@ import proto
 from proto import Handler, Message, Peer, Socket
 
 M = TypeVar("M", bound=Message)
+R = TypeVar("R", bound=Message)
 
 
 @asynccontextmanager
 async def open_exchange(
-    spec: Socket,
-    handler: Handler,
+    spec: Socket[R],
+    handler: Handler[R],
     request: Message | bytes,
     *,
     peer: Peer | None = None,
@@ -65,8 +66,8 @@ async def open_exchange(
 
 
 async def answer(
-    spec: Socket,
-    handler: Handler,
+    spec: Socket[R],
+    handler: Handler[R],
     request: Message | bytes,
     *,
     peer: Peer | None = None,
@@ -79,7 +80,7 @@ async def answer(
         return [frame async for frame in conversation]
 
 
-async def call(spec: Socket, handler: Handler, request: Message, expect: type[M]) -> M:
+async def call(spec: Socket[R], handler: Handler[R], request: Message, expect: type[M]) -> M:
     """`proto.call`, in memory: the one reply, which must be an `expect`.
 
     Raises:

@@ -30,7 +30,7 @@ class Stack:
     scripted: ScriptedModel | None
     processes: dict[str, RunningRole] = field(default_factory=dict)
 
-    def socket(self, spec: proto.Socket) -> Path:
+    def socket(self, spec: proto.Socket[proto.Message]) -> Path:
         return spec.default_path(self.home)
 
     def start(self, role: str) -> None:

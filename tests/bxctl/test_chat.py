@@ -39,7 +39,9 @@ SESSION = "chat-abcdefghijkl"
 Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
 
 
-async def serve(nursery: trio.Nursery, home: Path, spec: proto.Socket, handler: Handler) -> None:
+async def serve(
+    nursery: trio.Nursery, home: Path, spec: proto.Socket[proto.Message], handler: Handler
+) -> None:
     (home / "config").mkdir(exist_ok=True)  # a home, as bxctl looks for one
     await nursery.start(
         lambda task_status: proto.serve_unix(

@@ -40,7 +40,9 @@ CAP_S = 20
 Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
 
 
-async def serve(nursery: trio.Nursery, home: Path, spec: proto.Socket, handler: Handler) -> None:
+async def serve(
+    nursery: trio.Nursery, home: Path, spec: proto.Socket[proto.Message], handler: Handler
+) -> None:
     await nursery.start(
         lambda task_status: proto.serve_unix(
             spec,

@@ -49,7 +49,7 @@ a_path = st.one_of(
     st.one_of(st.none(), relative, relative.map(lambda p: "/srv/" + p)),
 )
 def test_bxctl_finds_a_socket_where_its_role_serves_it(
-    spec: proto.Socket, configured: str | None, configured_home: str | None
+    spec: proto.Socket[proto.Message], configured: str | None, configured_home: str | None
 ) -> None:
     role, key = SERVED_AT[spec.name]
     with tempfile.TemporaryDirectory(prefix="bx", dir="/tmp") as directory:

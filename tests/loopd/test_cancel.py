@@ -100,6 +100,7 @@ async def test_the_next_message_waits_for_the_cancelled_turn_to_finish(
         frames = await say(h.chat, opened.session, "b")
     assert frames[-1] == TurnDone(text="Here.")
     assert [f.code for f in first if isinstance(f, proto.Error)] == ["turn-cancelled"]
+    assert h.loopd.sessions_in_use == 0  # neither the cancelled turn nor the waiter stayed
 
 
 async def test_a_running_turn_still_refuses_a_second_one(
@@ -118,3 +119,29 @@ async def test_a_running_turn_still_refuses_a_second_one(
             h.brokerd.gate.set()
     assert isinstance(second[-1], proto.Error)
     assert second[-1].code == "turn-in-progress"
+
+
+async def test_sessions_no_longer_used_leave_nothing_behind(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    """A Mattermost thread is a session: loopd keeps nothing for one after its turns."""
+    sessions = 12
+    steps = [Step(text="hi")] * sessions + [Step(tool_calls=[("recall", '{"query": "x"}')])]
+    with serve_scripted_model(*steps, Step(text="done")) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        for _ in range(sessions):
+            opened = await open_session(h.chat)
+            assert (await say(h.chat, opened.session, "hello"))[-1] == TurnDone(text="hi")
+        assert h.loopd.sessions_in_use == 0
+        # a turn that runs, and a say refused beside it
+        h.brokerd.gate = trio.Event()
+        opened = await open_session(h.chat)
+        async with trio.open_nursery() as inner:
+            inner.start_soon(say, h.chat, opened.session, "one")
+            await h.brokerd.arrived.wait()
+            assert h.loopd.sessions_in_use == 1
+            refused = await say(h.chat, opened.session, "two")
+            h.brokerd.gate.set()
+        assert isinstance(refused[-1], proto.Error)
+        assert refused[-1].code == "turn-in-progress"
+        assert h.loopd.sessions_in_use == 0

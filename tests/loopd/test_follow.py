@@ -1,8 +1,9 @@
 """A turn that outlives its client (`keep_going`) and is followed by its ref (issue 15).
 
 The Mattermost bridge says each post with `ref` and `keep_going`; restarted, it follows
-the turn of a post it may have said: the running turn's events and end, the end of a
-finished one, or "turn-not-found" when the say never arrived.
+the turn of a post it may have said: every event of that turn from its start (the running
+turn's as they come, a finished one's rebuilt from the session's records) and its end, or
+"turn-not-found" when the say never arrived (issue 20: tool lines survive a restart).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from loopd_harness import Harness, open_session, start_harness
 from scripted_model import Step, serve_scripted_model
 
 import proto
-from proto import AssistantText, Error, Say, ToolCalled, ToolResult, TurnDone, TurnFollow
+from loopd._outbox import joined
+from proto import AssistantText, Error, Label, Say, ToolCalled, ToolResult, TurnDone, TurnFollow
 
 CAP_S = 20
 
@@ -57,10 +59,10 @@ async def test_a_kept_turn_finishes_without_its_client_and_is_found_by_its_ref(
         # (leaving the exchange waited for the handler: the kept turn has ended)
         assert records(h, session)[0]["ref"] == "mm:aaaa"
         frames = await collect(h, TurnFollow(session=session, ref="mm:aaaa"))
-    assert frames == [TurnDone(text="Kept.")]
+    assert frames == [AssistantText(text="Kept."), TurnDone(text="Kept.")]
 
 
-async def test_a_follower_gets_the_rest_of_a_running_turn(
+async def test_a_follower_gets_a_running_turn_from_its_start(
     nursery: trio.Nursery, short_dir: Path
 ) -> None:
     token = trio.lowlevel.current_trio_token()
@@ -69,7 +71,7 @@ async def test_a_follower_gets_the_rest_of_a_running_turn(
 
     def respond(request: dict[str, object]) -> Step:
         if len(model.requests) == 1:
-            return Step(tool_calls=[("recall", '{"query": "tea"}')])
+            return Step(text="Let me look.", tool_calls=[("recall", '{"query": "tea"}')])
         trio.from_thread.run_sync(first_call.set, trio_token=token)
         trio.from_thread.run(go_on.wait, trio_token=token)
         return Step(text="You like green tea.")
@@ -77,6 +79,7 @@ async def test_a_follower_gets_the_rest_of_a_running_turn(
     with serve_scripted_model() as model, trio.fail_after(CAP_S):
         model.respond = respond
         h = await start_harness(nursery, short_dir, model.url)
+        h.brokerd.answers["recall"] = ("green tea", Label())
         session = (await open_session(h.chat)).session
         said = Say(session=session, text="tea?", ref="mm:bbbb", keep_going=True)
         followed: list[proto.Message] = []
@@ -89,19 +92,45 @@ async def test_a_follower_gets_the_rest_of_a_running_turn(
 
             both.start_soon(leave_early)
             await first_call.wait()
-            await trio.sleep(0.1)
-
-            async def follow() -> None:
-                followed.extend(await collect(h, TurnFollow(session=session, ref="mm:bbbb")))
-
-            both.start_soon(follow)
-            await trio.sleep(0.2)
-            go_on.set()
+            async with h.chat.open_call(TurnFollow(session=session, ref="mm:bbbb")) as follow:
+                # what happened before the follower came, then (only then) the rest
+                while not isinstance(frame := await follow.receive(), ToolResult):
+                    followed.append(frame)
+                followed.append(frame)
+                go_on.set()
+                async for frame in follow:
+                    followed.append(frame)
+    call = followed[1].call if isinstance(followed[1], ToolCalled) else None
+    assert call is not None
+    assert joined([f for f in followed if not isinstance(f, TurnDone)]) == [  # type: ignore[misc]
+        AssistantText(text="Let me look."),
+        ToolCalled(call=call),
+        ToolResult(call=call, status="ok", content="green tea", label=Label()),
+        AssistantText(text="You like green tea."),
+    ]
     assert followed[-1] == TurnDone(text="You like green tea.")
-    streamed = "".join(f.text for f in followed if isinstance(f, AssistantText))
-    assert streamed == "You like green tea."
-    # what happened before the follow is not sent again
-    assert not any(isinstance(f, ToolCalled | ToolResult) for f in followed)
+
+
+async def test_a_finished_turns_events_are_rebuilt_from_its_records(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    steps = (
+        Step(text="Looking.", tool_calls=[("recall", '{"query": "tea"}'), ("nosuch", "{}")]),
+        Step(tool_calls=[("clock", "{}")]),
+        Step(text="Green tea."),
+    )
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url)
+        h.brokerd.answers["recall"] = ("green tea", Label(class_=proto.Class.private))
+        session = (await open_session(h.chat)).session
+        live = await collect(h, Say(session=session, text="tea?", ref="mm:ffff"))
+        await collect(h, Say(session=session, text="and?", ref="mm:gggg"))
+        followed = await collect(h, TurnFollow(session=session, ref="mm:ffff"))
+    # the records tell what the live stream told, text joined
+    assert followed == [*joined(live[:-1]), live[-1]]  # type: ignore[arg-type]
+    statuses = [f.status for f in followed if isinstance(f, ToolResult)]
+    assert statuses == ["ok", "error", "ok"]
+    assert live[-1] == TurnDone(text="Green tea.")
 
 
 async def test_following_a_message_that_never_arrived_says_so(
@@ -116,7 +145,7 @@ async def test_following_a_message_that_never_arrived_says_so(
     assert len(frames) == 1
     assert isinstance(frames[0], Error)
     assert frames[0].code == "turn-not-found"
-    assert again == [TurnDone(text="Hi.")]
+    assert again == [AssistantText(text="Hi."), TurnDone(text="Hi.")]
 
 
 async def test_a_turn_that_stopped_before_its_answer_is_interrupted(

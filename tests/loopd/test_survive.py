@@ -212,16 +212,15 @@ async def test_stopping_does_not_wait_for_an_owner_who_is_away(
         h.brokerd.ask.add("memory")
         h.brokerd.decided = trio.Event()  # the owner never decides
         opened = await open_session(h.chat)
-        async with trio.open_nursery() as turn:
-            frames: list[proto.Message] = []
-
-            async def run() -> None:
-                frames.extend(await say(h.chat, opened.session, "remember x"))
-
-            turn.start_soon(run)
-            await h.brokerd.arrived.wait()
-            await trio.sleep(0.1)
-            h.loopd._context.shutdown.set()  # loopd stops (SIGTERM)
+        frames: list[proto.Message] = []
+        said = proto.Say(session=opened.session, text="remember x")
+        async with h.chat.open_call(said) as turn:
+            # the owner is asked: loopd is waiting for the decision
+            while not isinstance(frame := await turn.receive(), proto.ApprovalPending):
+                frames.append(frame)
+            h.loopd.shutdown.set()  # loopd stops (SIGTERM)
+            async for frame in turn:
+                frames.append(frame)
     assert frames[-1] == TurnDone(text="Understood.")
     log = (h.home / "sessions" / opened.session / proto.LOG_FILE).read_text().splitlines()
     result = json.loads(log[2])

@@ -22,21 +22,23 @@ parts = st.lists(
 
 @given(parts, st.sampled_from(proto.SOCKETS))
 def test_a_relative_socket_path_is_under_the_home_not_the_working_directory(
-    names: list[str], spec: proto.Socket
+    names: list[str], spec: proto.Socket[proto.Message]
 ) -> None:
     configured = "/".join(names)
     assert proto.socket_path(configured, spec, HOME) == HOME.joinpath(*names)
 
 
 @given(parts, st.sampled_from(proto.SOCKETS))
-def test_an_absolute_socket_path_is_kept(names: list[str], spec: proto.Socket) -> None:
+def test_an_absolute_socket_path_is_kept(
+    names: list[str], spec: proto.Socket[proto.Message]
+) -> None:
     configured = "/" + "/".join(names)
     assert proto.socket_path(configured, spec, HOME) == Path(configured)
 
 
 @given(st.sampled_from(proto.SOCKETS), st.sampled_from([None, ""]))
 def test_no_socket_path_is_the_default_under_the_home(
-    spec: proto.Socket, configured: str | None
+    spec: proto.Socket[proto.Message], configured: str | None
 ) -> None:
     assert proto.socket_path(configured, spec, HOME) == spec.default_path(HOME)
 

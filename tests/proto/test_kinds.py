@@ -230,7 +230,7 @@ def test_socket_matches_the_golden_table(name: str) -> None:
 
 
 @pytest.mark.parametrize("socket", SOCKETS, ids=lambda socket: socket.name)
-def test_default_path_is_under_home_run(socket: Socket) -> None:
+def test_default_path_is_under_home_run(socket: Socket[Message]) -> None:
     path = socket.default_path(Path("/home/bx"))
     assert path == Path("/home/bx") / GOLDEN[socket.name][2]
     assert path.parent.name == socket.name
@@ -331,6 +331,6 @@ def test_request_examples_cover_every_request_kind() -> None:
 
 
 @pytest.mark.parametrize("socket", SOCKETS, ids=lambda socket: socket.name)
-def test_a_socket_accepts_exactly_its_request_kinds(socket: Socket) -> None:
+def test_a_socket_accepts_exactly_its_request_kinds(socket: Socket[Message]) -> None:
     accepted = {tag_of(type(m)) for m in REQUEST_EXAMPLES if socket.accepts(m)}
     assert accepted == GOLDEN[socket.name][3]

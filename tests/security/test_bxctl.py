@@ -66,7 +66,9 @@ SESSION = "chat-abcdefgh"
 Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
 
 
-async def serve(nursery: trio.Nursery, home: Path, spec: proto.Socket, handler: Handler) -> None:
+async def serve(
+    nursery: trio.Nursery, home: Path, spec: proto.Socket[proto.Message], handler: Handler
+) -> None:
     await nursery.start(
         lambda task_status: proto.serve_unix(
             spec, spec.default_path(home), handler, shutdown=trio.Event(), task_status=task_status

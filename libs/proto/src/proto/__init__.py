@@ -129,6 +129,12 @@ from ._sockets import OWNER_BROKER as OWNER_BROKER
 from ._sockets import OWNER_LOOP as OWNER_LOOP
 from ._sockets import OWNER_MEMORY as OWNER_MEMORY
 from ._sockets import SOCKETS as SOCKETS
+from ._sockets import BrokerMemoryRequest as BrokerMemoryRequest
+from ._sockets import LoopBrokerRequest as LoopBrokerRequest
+from ._sockets import LoopMemoryRequest as LoopMemoryRequest
+from ._sockets import OwnerBrokerRequest as OwnerBrokerRequest
+from ._sockets import OwnerLoopRequest as OwnerLoopRequest
+from ._sockets import OwnerMemoryRequest as OwnerMemoryRequest
 from ._sockets import Socket as Socket
 from ._text import lower_first as lower_first
 from ._time import TIME_FORMAT as TIME_FORMAT

@@ -8,6 +8,7 @@ from typing import TypeVar
 import msgspec
 
 from ._home import resolve_home, resolve_peers
+from ._messages import Message
 from ._sockets import Socket
 
 __all__ = [
@@ -117,7 +118,7 @@ def peers_of(names: list[str], key: str) -> frozenset[int]:
         raise ConfigError(f"[peers] {key}: {exc}") from None
 
 
-def socket_path(configured: str | None, spec: Socket, home: Path) -> Path:
+def socket_path(configured: str | None, spec: Socket[Message], home: Path) -> Path:
     """A configured socket path, or the socket's default under the home.
 
     A configured path has `~` expanded; a relative one is under the home, as the defaults

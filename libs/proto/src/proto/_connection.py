@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
@@ -92,13 +93,16 @@ class Connection:
                 pass
 
 
-Handler = Callable[[Message, Connection], Awaitable[Message]]
-"""A role's request handler: returns the reply, or raises `ServiceError`."""
+Request = TypeVar("Request", bound=Message)
+
+Handler = Callable[[Request, Connection], Awaitable[Message]]
+"""A role's request handler for a socket's requests: returns the reply, or raises
+`ServiceError`. Typed with the socket's request union, it can be proved exhaustive."""
 
 
 async def serve_stream(
-    spec: Socket,
-    handler: Handler,
+    spec: Socket[Request],
+    handler: Handler[Request],
     stream: trio.abc.Stream,
     *,
     peer: Peer,
@@ -142,7 +146,9 @@ async def serve_stream(
         await _reply(stream, await _handle(spec, handler, request, conn))
 
 
-async def _handle(spec: Socket, handler: Handler, request: Message, conn: Connection) -> Message:
+async def _handle(
+    spec: Socket[Request], handler: Handler[Request], request: Request, conn: Connection
+) -> Message:
     try:
         return await handler(request, conn)
     except ServiceError as exc:

@@ -444,9 +444,13 @@ class Say(Message, frozen=True, kw_only=True, tag="say"):
 class TurnFollow(Message, frozen=True, kw_only=True, tag="turn_follow"):
     """Follow the turn that answers the message named `ref`, running or finished.
 
-    The reply is that turn's events from now on and its `turn_done` (at once, if it has
-    finished), or an `error`: `turn-not-found` (no message of the session has that ref:
-    the `say` never arrived) or `turn-interrupted` (it stopped before its answer).
+    The reply is every event of that turn from its start, then its `turn_done`, or an
+    `error`: `turn-not-found` (no message of the session has that ref: the `say` never
+    arrived) or `turn-interrupted` (it stopped before its answer). A running turn's
+    events come as it emits them (runs of `assistant_text` may arrive joined); a finished
+    turn's are rebuilt from the session's records: the text of each assistant message,
+    each `tool_called` followed by its `tool_result` (status read from the recorded
+    content), no `approval_pending`.
     """
 
     session: SessionId

@@ -25,7 +25,7 @@ from pathlib import Path
 import trio
 
 from ._codec import MAX_FRAME
-from ._connection import Handler, Peer, serve_stream
+from ._connection import Handler, Peer, Request, serve_stream
 from ._durable import given_to_group
 from ._sockets import MAX_SOCKET_PATH_BYTES, Socket
 
@@ -102,9 +102,9 @@ def socket_mode(directory_mode: int) -> int:
 
 
 async def serve_unix(
-    spec: Socket,
+    spec: Socket[Request],
     path: Path,
-    handler: Handler,
+    handler: Handler[Request],
     *,
     shutdown: trio.Event,
     read_timeout_s: float = 10.0,
@@ -172,8 +172,8 @@ def _peer_credentials(stream: trio.SocketStream) -> tuple[int, int]:
 
 
 async def _serve_connection(
-    spec: Socket,
-    handler: Handler,
+    spec: Socket[Request],
+    handler: Handler[Request],
     stream: trio.SocketStream,
     *,
     read_timeout_s: float,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Generic, TypeGuard, TypeVar
 
 from ._messages import (
     ApprovalDecide,
@@ -57,6 +58,12 @@ __all__ = [
     "OWNER_LOOP",
     "OWNER_MEMORY",
     "SOCKETS",
+    "BrokerMemoryRequest",
+    "LoopBrokerRequest",
+    "LoopMemoryRequest",
+    "OwnerBrokerRequest",
+    "OwnerLoopRequest",
+    "OwnerMemoryRequest",
     "Socket",
 ]
 
@@ -64,27 +71,41 @@ MAX_SOCKET_PATH_BYTES = 107
 """AF_UNIX paths are at most 108 bytes with the terminating NUL."""
 
 
+R = TypeVar("R", bound=Message, covariant=True)
+
+LoopMemoryRequest = MemoryBlock | SessionUpdated
+BrokerMemoryRequest = ToolRequest
+OwnerMemoryRequest = Reindex | RecallQuery | MemoryHistory | MemoryWhy
+LoopBrokerRequest = ToolRequest | CallState
+OwnerBrokerRequest = (
+    ApprovalsList | ApprovalDecide | ApprovalRevise | MemoryEdit | GrantsList | AuditVerify
+)
+OwnerLoopRequest = SessionOpen | Say | TurnFollow | BaselinePreview | ModelInfo
+"""Each socket's requests as a union: a handler typed with one matches on its kinds and
+ends with `assert_never`, so mypy proves every kind the socket accepts is handled."""
+
+
 @dataclasses.dataclass(frozen=True)
-class Socket:
+class Socket(Generic[R]):
     """One (peer, server) pair: where its socket lives and what may be said on it."""
 
     name: str
     server: str
     peer: str
     relative_path: str
-    requests: tuple[type[Message], ...]
+    requests: tuple[type[R], ...]
     replies: tuple[type[Message], ...]
 
     def default_path(self, home: Path) -> Path:
         """The socket's path under a home: `{home}/run/<peer>-<server>/<file>`."""
         return home / self.relative_path
 
-    def accepts(self, message: Message) -> bool:
+    def accepts(self, message: Message) -> TypeGuard[R]:
         """Whether `message` is one of the kinds a peer may send on this socket."""
         return isinstance(message, self.requests)
 
 
-LOOP_MEMORY = Socket(
+LOOP_MEMORY: Socket[LoopMemoryRequest] = Socket(
     "loop-memory",
     "memoryd",
     "loopd",
@@ -92,7 +113,7 @@ LOOP_MEMORY = Socket(
     (MemoryBlock, SessionUpdated),
     (MemoryBlockReply, Ok, Error),
 )
-BROKER_MEMORY = Socket(
+BROKER_MEMORY: Socket[BrokerMemoryRequest] = Socket(
     "broker-memory",
     "memoryd",
     "brokerd",
@@ -100,7 +121,7 @@ BROKER_MEMORY = Socket(
     (ToolRequest,),
     (ToolResponse, Error),
 )
-OWNER_MEMORY = Socket(
+OWNER_MEMORY: Socket[OwnerMemoryRequest] = Socket(
     "owner-memory",
     "memoryd",
     "bxctl",
@@ -108,7 +129,7 @@ OWNER_MEMORY = Socket(
     (Reindex, RecallQuery, MemoryHistory, MemoryWhy),
     (Reindexed, ToolResponse, MemoryHistoryReply, MemoryWhyReply, Error),
 )
-LOOP_BROKER = Socket(
+LOOP_BROKER: Socket[LoopBrokerRequest] = Socket(
     "loop-broker",
     "brokerd",
     "loopd",
@@ -116,7 +137,7 @@ LOOP_BROKER = Socket(
     (ToolRequest, CallState),
     (ApprovalPending, ToolResponse, CallStateReply, Error),
 )
-OWNER_BROKER = Socket(
+OWNER_BROKER: Socket[OwnerBrokerRequest] = Socket(
     "owner-broker",
     "brokerd",
     "bxctl",
@@ -124,7 +145,7 @@ OWNER_BROKER = Socket(
     (ApprovalsList, ApprovalDecide, ApprovalRevise, MemoryEdit, GrantsList, AuditVerify),
     (Approvals, Ok, ApprovalRevised, ToolResponse, Grants, AuditVerified, Error),
 )
-OWNER_LOOP = Socket(
+OWNER_LOOP: Socket[OwnerLoopRequest] = Socket(
     "owner-loop",
     "loopd",
     "bxctl",

@@ -57,7 +57,7 @@ def resolve(config: proto.BrokerdConfig, *, config_dir: Path) -> Settings:
     """
     home = proto.config_home(config.paths.home, config_dir)
 
-    def socket(configured: str | None, spec: proto.Socket) -> Path:
+    def socket(configured: str | None, spec: proto.Socket[proto.Message]) -> Path:
         return proto.socket_path(configured, spec, home)
 
     return Settings(

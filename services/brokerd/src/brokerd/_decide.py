@@ -49,7 +49,7 @@ from ._audit import AUDIT_UNWRITABLE, Audit
 from ._grants import Grant, GrantSet
 from ._runtimes import Call, RunOutput, Runtime, run_call
 
-__all__ = ["AUDIT_UNWRITABLE_SENTENCE", "INTERRUPTED", "Decider", "Peer"]
+__all__ = ["AUDIT_UNWRITABLE_SENTENCE", "INTERRUPTED", "Decider", "LoopdConnection"]
 
 log = logging.getLogger("brokerd.decide")
 
@@ -66,8 +66,11 @@ INTERRUPTED = "brokerd stopped before {tool} finished; it may have run in part"
 """The outcome recorded for a call cut off by brokerd's shutdown (no answer went out)."""
 
 
-class Peer(Protocol):
-    """The loopd connection a request came on (`proto.Connection`)."""
+class LoopdConnection(Protocol):
+    """The loopd connection a request came on (`proto.Connection`), as deciding uses it.
+
+    Not `proto.Peer`, which is who is at the other end (a pid and a uid).
+    """
 
     async def send(self, message: Message) -> None:
         """Send a frame ahead of the reply."""
@@ -78,7 +81,7 @@ class Peer(Protocol):
         ...
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class _Decided:
     """Everything the audit record and the reply need."""
 
@@ -136,27 +139,39 @@ class Decider:
             )
         return taint
 
-    async def decide(self, request: proto.ToolRequest, peer: Peer) -> ToolResponse:
+    async def decide(self, request: proto.ToolRequest, loopd: LoopdConnection) -> ToolResponse:
         """Decide one call and answer it; `request.approval` from loopd is ignored."""
         taint = self.taint(request)
-        decided = await self._decide(request, taint, peer)
+        decided = await self._decide(request, taint, loopd)
         if isinstance(decided, _Run):
             decided = await self._run(request, taint, decided)
         return await self._finish(request, taint, decided)
 
     async def _decide(
-        self, request: proto.ToolRequest, taint: Label, peer: Peer
+        self, request: proto.ToolRequest, taint: Label, loopd: LoopdConnection
     ) -> _Decided | _Run:
         tool = request.call.name
         try:
             check_tool_name(tool)
             arguments = parse_arguments(tool, request.call.arguments)
         except ArgumentsRefused as exc:
-            return _Decided(request.call.arguments, None, "refused", "error", str(exc))
+            return _Decided(
+                arguments=request.call.arguments,
+                grant=None,
+                decision="refused",
+                status="error",
+                content=str(exc),
+            )
         canonical = arguments.canonical
         candidates = self.grants.find(tool)
         if not candidates:
-            return _Decided(canonical, None, "denied", "denied", f"no grant for {tool}")
+            return _Decided(
+                arguments=canonical,
+                grant=None,
+                decision="denied",
+                status="denied",
+                content=f"no grant for {tool}",
+            )
         call = Call(
             session=request.session,
             call_id=request.call.id,
@@ -172,24 +187,34 @@ class Decider:
             grant = chosen
         if taint.class_.rank > grant.max_taint.rank:
             return _Decided(
-                canonical,
-                grant,
-                "denied",
-                "denied",
-                f"this session has seen {taint.class_} content; the grant "
+                arguments=canonical,
+                grant=grant,
+                decision="denied",
+                status="denied",
+                content=f"this session has seen {taint.class_} content; the grant "
                 f"{grant.name} allows {tool} only up to {grant.max_taint}",
             )
         if grant.mode == "deny":
             return _Decided(
-                canonical, grant, "denied", "denied", f"the grant {grant.name} denies {tool}"
+                arguments=canonical,
+                grant=grant,
+                decision="denied",
+                status="denied",
+                content=f"the grant {grant.name} denies {tool}",
             )
         refusal = await self.runtime.check(call, grant)
         if refusal is not None:
             decision: Decision = "denied" if refusal.status == "denied" else "refused"
-            return _Decided(canonical, grant, decision, refusal.status, refusal.content)
+            return _Decided(
+                arguments=canonical,
+                grant=grant,
+                decision=decision,
+                status=refusal.status,
+                content=refusal.content,
+            )
         if grant.mode == "auto":
             return _Run(call, grant, "auto")
-        return await self._ask(call, grant, peer)
+        return await self._ask(call, grant, loopd)
 
     async def _choose(self, call: Call, candidates: tuple[Grant, ...]) -> Grant | _Decided:
         """The one grant, of several for a tool, whose paths or hosts admit the call."""
@@ -210,14 +235,24 @@ class Decider:
                 f"the grants {names} all admit this {call.tool} call; make their paths or "
                 "hosts disjoint (runbook: grants-invalid)"
             )
-            return _Decided(canonical, None, "denied", "denied", overlap)
+            return _Decided(
+                arguments=canonical, grant=None, decision="denied", status="denied", content=overlap
+            )
         errors = [r for r in refusals if r.status != "denied"]
         if errors:  # about the call itself (a relative path, not a URL): the same for all
-            return _Decided(canonical, None, "refused", errors[0].status, errors[0].content)
+            return _Decided(
+                arguments=canonical,
+                grant=None,
+                decision="refused",
+                status=errors[0].status,
+                content=errors[0].content,
+            )
         outside = "; ".join(r.content for r in refusals)
-        return _Decided(canonical, None, "denied", "denied", outside)
+        return _Decided(
+            arguments=canonical, grant=None, decision="denied", status="denied", content=outside
+        )
 
-    async def _ask(self, call: Call, grant: Grant, peer: Peer) -> _Decided | _Run:
+    async def _ask(self, call: Call, grant: Grant, loopd: LoopdConnection) -> _Decided | _Run:
         canonical = call.arguments.canonical
         pending = PendingApproval(
             id=self.approvals.new_id(),
@@ -230,12 +265,17 @@ class Decider:
         )
         outcome = await self.approvals.wait(
             pending,
-            announce=partial(peer.send, ApprovalPending(approval=pending)),
-            peer_gone=peer.wait_peer_gone,
+            announce=partial(loopd.send, ApprovalPending(approval=pending)),
+            peer_gone=loopd.wait_peer_gone,
         )
         if not outcome.approved:
             return _Decided(
-                canonical, grant, "denied", "denied", outcome.sentence, approval=pending.id
+                arguments=canonical,
+                grant=grant,
+                decision="denied",
+                status="denied",
+                content=outcome.sentence,
+                approval=pending.id,
             )
         said = f"approved by the owner: {outcome.sentence}" if outcome.sentence else None
         return _Run(call, grant, "approved", approval=pending.id, reason=said)
@@ -272,11 +312,11 @@ class Decider:
                 error=exc.strerror or exc, tool=run.call.tool
             )
             return _Decided(
-                canonical,
-                run.grant,
-                "refused",
-                "error",
-                refusal,
+                arguments=canonical,
+                grant=run.grant,
+                decision="refused",
+                status="error",
+                content=refusal,
                 approval=run.approval,
                 unrecorded=True,
             )
@@ -405,5 +445,12 @@ def _ran(
 ) -> _Decided:
     assert output.label is not None  # run_call always labels
     return _Decided(
-        canonical, grant, decision, output.status, output.content, output.label, approval, reason
+        arguments=canonical,
+        grant=grant,
+        decision=decision,
+        status=output.status,
+        content=output.content,
+        label=output.label,
+        approval=approval,
+        reason=reason,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import assert_never
 
 import trio
 
@@ -117,43 +118,54 @@ class Brokerd:
         await shutdown.wait()
         self.approvals.withdraw_all()
 
-    async def handle_loop(self, request: Message, conn: Connection) -> Message:
+    async def handle_loop(self, request: proto.LoopBrokerRequest, conn: Connection) -> Message:
         """tool_request → approval_pending (for ask) → tool_response; call_state."""
-        if isinstance(request, CallState):
-            try:
-                return await self.audit.call_state(request.session, request.call)
-            except OSError as exc:
-                raise ServiceError(
-                    "audit-unreadable", f"the audit log cannot be read: {exc}"
-                ) from None
-        assert isinstance(request, ToolRequest)  # the socket's allow-list
-        return await self.decider.decide(request, conn)
+        match request:
+            case CallState():
+                try:
+                    return await self.audit.call_state(request.session, request.call)
+                except OSError as exc:
+                    raise ServiceError(
+                        "audit-unreadable", f"the audit log cannot be read: {exc}"
+                    ) from None
+            case ToolRequest():
+                return await self.decider.decide(request, conn)
+            case _:
+                assert_never(request)
 
-    async def handle_owner(self, request: Message, conn: Connection) -> Message:
+    async def handle_owner(self, request: proto.OwnerBrokerRequest, conn: Connection) -> Message:
         """approvals_list, approval_decide, grants_list, audit_verify."""
-        if isinstance(request, ApprovalsList):
-            pending = self.approvals.pending()
-            if request.ids is not None:
-                wanted = set(request.ids)
-                pending = [approval for approval in pending if approval.id in wanted]
-            shown, more = _approvals.page(pending)
-            return Approvals(pending=shown, more=more)
-        if isinstance(request, ApprovalDecide):
-            try:
-                self.approvals.decide(request.id, approve=request.approve, reason=request.reason)
-            except (_approvals.UnknownApproval, _approvals.AlreadyDecided) as exc:
-                raise ServiceError(exc.code, str(exc)) from None
-            return Ok()
-        if isinstance(request, GrantsList):
-            return Grants(grants=self.grants.infos(), problems=list(self.grants.problems))
-        if isinstance(request, AuditVerify):
-            try:
-                verdict = await self.audit.verify()
-            except OSError as exc:
-                raise ServiceError(
-                    "audit-unreadable", f"the audit log cannot be read: {exc}"
-                ) from None
-            return AuditVerified(
-                records=verdict.records, ok=verdict.broken_at is None, broken_at=verdict.broken_at
-            )
-        raise AssertionError(f"unroutable {request!r}")  # the socket's allow-list prevents it
+        match request:
+            case ApprovalsList():
+                pending = self.approvals.pending()
+                if request.ids is not None:
+                    wanted = set(request.ids)
+                    pending = [approval for approval in pending if approval.id in wanted]
+                shown, more = _approvals.page(pending)
+                return Approvals(pending=shown, more=more)
+            case ApprovalDecide():
+                try:
+                    self.approvals.decide(
+                        request.id, approve=request.approve, reason=request.reason
+                    )
+                except (_approvals.UnknownApproval, _approvals.AlreadyDecided) as exc:
+                    raise ServiceError(exc.code, str(exc)) from None
+                return Ok()
+            case GrantsList():
+                return Grants(grants=self.grants.infos(), problems=list(self.grants.problems))
+            case AuditVerify():
+                try:
+                    verdict = await self.audit.verify()
+                except OSError as exc:
+                    raise ServiceError(
+                        "audit-unreadable", f"the audit log cannot be read: {exc}"
+                    ) from None
+                return AuditVerified(
+                    records=verdict.records,
+                    ok=verdict.broken_at is None,
+                    broken_at=verdict.broken_at,
+                )
+            case proto.ApprovalRevise() | proto.MemoryEdit():
+                raise ServiceError("not-yet", "the owner's own edits are not served yet")
+            case _:
+                assert_never(request)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import assert_never
 
 import trio
 
@@ -32,6 +31,7 @@ from proto import (
 )
 
 from ._config import Settings
+from ._follow import TURN_INTERRUPTED, RunningTurn, recorded_turn
 from ._model import ModelClient
 from ._outbox import Outbox
 from ._sessions import Session, SessionStore, new_session_id
@@ -49,28 +49,24 @@ CANCEL_WAIT_S = 10.0
 """How long a `say` waits for the session's cancelled turn to finish recording."""
 
 
-@dataclasses.dataclass
-class _Running:
-    """A turn in progress, and the clients following it (`turn_follow`)."""
+@dataclasses.dataclass(eq=False)
+class _SessionTurns:
+    """The turns of one session: at most one runs; the next `say` waits for its lock.
 
-    ref: str | None
-    followers: list[trio.MemorySendChannel[Message]] = dataclasses.field(default_factory=list)
+    Held only while someone uses it (`users`: a turn running, or a `say` waiting for the
+    lock): the last one out drops it, so a session no longer spoken in leaves nothing.
+    """
 
-    def tell(self, frame: Message) -> None:
-        for follower in self.followers:
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                follower.send_nowait(frame)  # fails only for a follower that left
+    lock: trio.Lock = dataclasses.field(default_factory=trio.Lock)
+    running: RunningTurn | None = None
+    cancel: trio.CancelScope | None = None
+    """The running turn's scope, cancelled when its chat client leaves (not `keep_going`)."""
+    users: int = 0
 
-    def end(self, outcome: Message) -> None:
-        self.tell(outcome)
-        for follower in self.followers:
-            follower.close()
-
-
-TURN_INTERRUPTED = (
-    "the turn for this message stopped before it answered (boxmaker stopped, a role "
-    "restarted, or the model failed); say something in the session to go on"
-)
+    @property
+    def cancelling(self) -> bool:
+        """Whether the running turn is being cancelled because its chat client left."""
+        return self.cancel is not None and self.cancel.cancel_called
 
 
 class Loopd:
@@ -80,10 +76,8 @@ class Loopd:
         self.settings = settings
         self.store = SessionStore(settings.sessions_dir, null_content=settings.model.null_content)
         self.model = ModelClient(settings.model)
-        self._turns: dict[str, trio.Lock] = {}
-        self._cancelling: set[str] = set()
-        """Sessions whose turn is being cancelled because its chat client left."""
-        self._running: dict[str, _Running] = {}
+        self._sessions: dict[str, _SessionTurns] = {}
+        """The sessions with a turn running or a `say` waiting for one; no others."""
         self._context = TurnContext(
             model=self.model,
             broker_socket=settings.broker_socket,
@@ -123,23 +117,35 @@ class Loopd:
             with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_DEADLINE_S):
                 await self.model.aclose()
 
-    async def handle_chat(self, request: Message, conn: Connection) -> Message:
-        """session_open → session_opened; say → turn_event* then turn_done; baseline_preview."""
-        if isinstance(request, SessionOpen):
-            return await self.open_session(request)
-        if isinstance(request, Say):
-            return await self.say(request, conn)
-        if isinstance(request, TurnFollow):
-            return await self.follow(request, conn)
-        if isinstance(request, ModelInfo):
-            return ModelInfoReply(model=self.settings.model.model, url=self.settings.model.url)
-        if isinstance(request, BaselinePreview):
-            system = await self._system_prompt()
-            model = self.settings.model
-            return BaselinePreviewReply(
-                system=system, tools=tool_schemas(), model=model.model, model_url=model.url
-            )
-        raise AssertionError(f"unroutable {request!r}")
+    @property
+    def shutdown(self) -> trio.Event:
+        """Set when loopd stops: a turn waiting for the owner's decision stops waiting."""
+        return self._context.shutdown
+
+    @property
+    def sessions_in_use(self) -> int:
+        """How many sessions have a turn running or a `say` waiting for one."""
+        return len(self._sessions)
+
+    async def handle_chat(self, request: proto.OwnerLoopRequest, conn: Connection) -> Message:
+        """session_open → session_opened; say → turn_event* then turn_done; and the rest."""
+        match request:
+            case SessionOpen():
+                return await self.open_session(request)
+            case Say():
+                return await self.say(request, conn)
+            case TurnFollow():
+                return await self.follow(request, conn)
+            case ModelInfo():
+                return ModelInfoReply(model=self.settings.model.model, url=self.settings.model.url)
+            case BaselinePreview():
+                system = await self._system_prompt()
+                model = self.settings.model
+                return BaselinePreviewReply(
+                    system=system, tools=tool_schemas(), model=model.model, model_url=model.url
+                )
+            case _:
+                assert_never(request)
 
     async def open_session(self, request: SessionOpen) -> SessionOpened:
         """Resume the named session, or create it (a new id when none is given)."""
@@ -207,28 +213,36 @@ class Loopd:
             self.store.exists, session_id
         ):
             raise ServiceError("no-session", f"there is no session {session_id!r}; open it first")
-        lock = self._turns.setdefault(session_id, trio.Lock())
+        turns = self._sessions.setdefault(session_id, _SessionTurns())
+        turns.users += 1
+        try:
+            return await self._say(turns, request, conn)
+        finally:
+            turns.users -= 1
+            if turns.users == 0:
+                del self._sessions[session_id]
+
+    async def _say(self, turns: _SessionTurns, request: Say, conn: Connection) -> Message:
+        session_id = request.session
         busy = ServiceError(
             "turn-in-progress",
             f"a turn is already running in session {session_id}; wait for it to finish",
         )
-        if lock.locked() and session_id not in self._cancelling:
+        if turns.lock.locked() and not turns.cancelling:
             raise busy
         # A turn whose client left is recording its interrupted call (a few seconds at
         # most): the owner who cancelled it and spoke again at once waits for that.
         with trio.move_on_after(CANCEL_WAIT_S) as waited:
-            await lock.acquire()
+            await turns.lock.acquire()
         if waited.cancelled_caught:
             raise busy
-        running = _Running(request.ref)
-        self._running[session_id] = running
+        running = turns.running = RunningTurn(request.ref)
+        turns.cancel = trio.CancelScope()
         outcome: Message = proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
+        text: str | None = None
         try:
             session = self.store.kept(session_id) or await self._read(session_id, self.store.open)
-            if request.keep_going:
-                text: str | None = await self._turn_to_the_end(session, request, conn, running)
-            else:
-                text = await self._turn_unless_gone(session, request, conn, running)
+            text = await self._turn(session, request, conn, running, turns.cancel)
             if text is not None:
                 outcome = TurnDone(text=text)
         except ServiceError as exc:
@@ -236,63 +250,86 @@ class Loopd:
             raise
         finally:
             running.end(outcome)
-            del self._running[session_id]
-            self._cancelling.discard(session_id)
-            lock.release()
+            turns.running = turns.cancel = None
+            turns.lock.release()
         if text is None:
             return proto.Error(
                 code="turn-cancelled", message="the chat client left; turn cancelled"
             )
-        return TurnDone(text=text)
+        return outcome
 
-    async def _turn_to_the_end(
-        self, session: Session, request: Say, conn: Connection, running: _Running
-    ) -> str:
-        """The turn's final text; a client that leaves does not stop it."""
+    async def _turn(
+        self,
+        session: Session,
+        request: Say,
+        conn: Connection,
+        running: RunningTurn,
+        cancel: trio.CancelScope,
+    ) -> str | None:
+        """The turn's final text, or None when its client left and `cancel` stopped it.
+
+        A client that leaves (closes its end, or stops reading) cancels the turn, unless
+        the turn is `keep_going`: then it goes on and only stops being sent to.
+        """
         outbox = Outbox(conn)
 
+        def gone(why: str) -> None:
+            if request.keep_going:
+                log.info("chat client of %s %s; its turn goes on", session.id, why)
+            elif not cancel.cancel_called:
+                log.info("chat client of %s %s; cancelling its turn", session.id, why)
+                cancel.cancel()
+
         async def emit(event: TurnEvent) -> None:
-            running.tell(event)
+            running.add(event)
             await outbox.put(event)
 
-        def left() -> None:
-            log.info("chat client of %s left; its turn goes on", session.id)
-
         failed: TurnError | None = None
-        text = ""
-        async with trio.open_nursery() as sending:
-            sending.start_soon(outbox.run, left)
-            try:
-                text = await run_turn(session, request.text, self._context, emit, ref=request.ref)
-            except TurnError as exc:
-                failed = exc
-            finally:
-                outbox.close()
+        text: str | None = None
+        with cancel:
+            async with trio.open_nursery() as tasks:
+
+                async def watch() -> None:
+                    await conn.wait_peer_gone()
+                    gone("left")
+
+                async def send() -> None:
+                    await outbox.run(lambda: gone("stopped reading"))
+                    tasks.cancel_scope.cancel()  # the turn ended and every event went out
+
+                if not request.keep_going:
+                    tasks.start_soon(watch)
+                tasks.start_soon(send)
+                try:
+                    text = await run_turn(
+                        session, request.text, self._context, emit, ref=request.ref
+                    )
+                except TurnError as exc:
+                    failed = exc
+                finally:
+                    outbox.close()
         if failed is not None:
             log.warning("turn in %s ended: %s", session.id, failed.message)
-            raise failed
+            raise failed  # a ServiceError: the chat client gets its error frame
         return text
 
     async def follow(self, request: TurnFollow, conn: Connection) -> Message:
-        """The events of the turn that answers `request.ref` from now on, and its end."""
-        running = self._running.get(request.session)
+        """Every event of the turn that answers `request.ref`, from its start, and its end.
+
+        A running turn's events come as it emits them; a finished one's are rebuilt
+        from the session's records.
+        """
+        turns = self._sessions.get(request.session)
+        running = turns.running if turns is not None else None
         if running is not None and running.ref == request.ref:
-            send, receive = trio.open_memory_channel[Message](math.inf)
-            running.followers.append(send)
-            async with receive:
-                async for frame in receive:
-                    if isinstance(frame, TurnDone | proto.Error):
-                        return frame
-                    try:
-                        await conn.send(frame)
-                    except proto.PeerGone:
-                        running.followers.remove(send)
-                        return proto.Error(code="turn-interrupted", message="follower left")
-            return proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
+            return await running.follow(conn)
         if not await trio.to_thread.run_sync(self.store.exists, request.session):
             raise ServiceError("no-session", f"there is no session {request.session!r}")
         session = await self._read(request.session, self.store.load)
-        return _ended_turn(session.records, request.ref)
+        events, end = recorded_turn(session.records, request.ref)
+        for event in events:
+            await conn.send(event)
+        return end
 
     async def _read(self, session_id: str, read: Callable[[str], Session]) -> Session:
         """The session read from its files; files that cannot be read refuse the turn.
@@ -310,79 +347,3 @@ class Loopd:
                 "start a new session",
                 runbook="session-damaged",
             ) from None
-
-    async def _turn_unless_gone(
-        self, session: Session, request: Say, conn: Connection, running: _Running
-    ) -> str | None:
-        """The turn's final text, or None when its client left and the turn was cancelled."""
-        done: list[str] = []
-        failed: list[TurnError] = []
-        async with trio.open_nursery() as race:
-
-            def cancel(why: str) -> None:
-                if not race.cancel_scope.cancel_called:
-                    log.info("chat client of %s %s; cancelling its turn", session.id, why)
-                    self._cancelling.add(session.id)
-                    race.cancel_scope.cancel()
-
-            outbox = Outbox(conn)
-
-            async def emit(event: TurnEvent) -> None:
-                running.tell(event)
-                await outbox.put(event)
-
-            async def watch() -> None:
-                await conn.wait_peer_gone()
-                cancel("left")
-
-            async def send() -> None:
-                await outbox.run(lambda: cancel("stopped reading"))
-                race.cancel_scope.cancel()  # the turn ended and every event went out
-
-            async def turn() -> None:
-                try:
-                    done.append(
-                        await run_turn(session, request.text, self._context, emit, ref=request.ref)
-                    )
-                except TurnError as exc:
-                    log.warning("turn in %s ended: %s", session.id, exc.message)
-                    failed.append(exc)
-                finally:
-                    outbox.close()
-
-            race.start_soon(watch)
-            race.start_soon(send)
-            race.start_soon(turn)
-        if failed:
-            raise failed[0]  # a ServiceError: the chat client gets its error frame
-        return done[0] if done else None
-
-
-def _ended_turn(records: list[proto.SessionRecord], ref: str) -> Message:
-    """How the finished turn that answered the message `ref` ended, from the session's log.
-
-    Its answer is the last assistant message without tool calls before the next message
-    of the owner; without one, the turn stopped before it answered.
-    """
-    start = next(
-        (
-            i
-            for i in range(len(records) - 1, -1, -1)
-            if isinstance(records[i], proto.UserRecord) and records[i].ref == ref  # type: ignore[union-attr]
-        ),
-        None,
-    )
-    if start is None:
-        return proto.Error(
-            code="turn-not-found",
-            message=f"no message of this session is named {ref!r}: it never arrived",
-        )
-    answer: str | None = None
-    for record in records[start + 1 :]:
-        if isinstance(record, proto.UserRecord):
-            break
-        if isinstance(record, proto.AssistantRecord) and not record.tool_calls:
-            answer = record.content or ""
-    if answer is None:
-        return proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
-    return TurnDone(text=answer)

@@ -14,7 +14,6 @@ import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import trio
@@ -38,12 +37,11 @@ from proto import (
 )
 
 from ._config import ModelSection
-from ._history import messages
 from ._model import ContextExceeded, ModelClient, ModelError
 from ._sessions import Session
 from ._tools import CORE_TOOL_NAMES, REGISTRY, find_tools
 
-__all__ = ["Emit", "SessionFull", "TurnContext", "TurnError", "build_messages", "run_turn"]
+__all__ = ["Emit", "SessionFull", "TurnContext", "TurnError", "run_turn"]
 
 log = logging.getLogger("loopd.turn")
 
@@ -77,16 +75,6 @@ class TurnContext:
     approval timeout) and then runs, so this is that timeout and a margin."""
     shutdown: trio.Event = field(default_factory=trio.Event)
     """Set when loopd stops: a turn waiting for the owner's decision stops waiting."""
-
-
-def build_messages(session: Session, *, null_content: bool) -> list[dict[str, Any]]:
-    """The baseline's system prompt and every record as chat messages.
-
-    In the log's order, but for each assistant message's tool results, which follow it
-    at once (`_history.pair`): a strict server refuses anything else. What a turn sends is
-    these, encoded as the session kept them (`Conversation.body`).
-    """
-    return messages(session.baseline.system, session.records, null_content=null_content)
 
 
 def _check_room(session: Session, ctx: TurnContext, extra_chars: int = 0) -> None:
@@ -175,7 +163,9 @@ async def run_turn(
     await _append(session, UserRecord(time=proto.utc_stamp(), content=text, ref=ref))
     try:
         return await _steps(session, ctx, emit)
-    except trio.Cancelled:
+    except* trio.Cancelled:
+        # `except*`: a cancel that reaches a task inside one of the turn's nurseries (the
+        # wait for the owner's decision) arrives here in that nursery's exception group.
         with trio.CancelScope(shield=True), trio.move_on_after(RECORD_DEADLINE_S):
             for call in session.unanswered():
                 await _append(session, _interrupted(call, "it may have run"))
@@ -318,69 +308,62 @@ async def _broker(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit
     )
 
 
-async def _unless(
-    event: trio.Event, receive: Callable[[], Awaitable[proto.Message]]
-) -> proto.Message | None:
-    """The next frame, or None once `event` is set first.
-
-    What `receive` raises (brokerd killed: `PeerClosed`) is raised as it is, not in the
-    nursery's group, so the caller's `except` clauses see it.
-    """
-    got: list[proto.Message] = []
-    failed: list[Exception] = []
-    async with trio.open_nursery() as race:
-
-        async def take() -> None:
-            try:
-                got.append(await receive())
-            except Exception as exc:
-                failed.append(exc)
-            race.cancel_scope.cancel()
-
-        async def stop() -> None:
-            await event.wait()
-            race.cancel_scope.cancel()
-
-        race.start_soon(take)
-        race.start_soon(stop)
-    if failed:
-        raise failed[0]
-    return got[0] if got else None
-
-
 NOT_DECIDED = "the owner did not decide before boxmaker stopped; the call did not run"
 
 
 async def _ask_broker(
     socket: Path, request: ToolRequest, emit: Emit, shutdown: trio.Event
 ) -> ToolOutcome:
-    pending = False
+    """Brokerd's answer to `request`; once the owner is asked, loopd stopping ends the wait.
+
+    The owner may be away for hours: stopping does not wait for them. Hanging up makes
+    brokerd settle the approval as not approved.
+    """
+    asked = trio.Event()
+    outcome: ToolOutcome | None = None
+    with trio.CancelScope() as waiting:
+        async with trio.open_nursery() as watching:
+            watching.start_soon(_stop_waiting, asked, shutdown, waiting)
+            outcome = await _converse(socket, request, emit, asked)
+            watching.cancel_scope.cancel()
+    if outcome is None:
+        return "denied", f"denied: {NOT_DECIDED}", _LOCAL
+    return outcome
+
+
+async def _stop_waiting(asked: trio.Event, shutdown: trio.Event, waiting: trio.CancelScope) -> None:
+    await asked.wait()
+    await shutdown.wait()
+    waiting.cancel()
+
+
+async def _converse(
+    socket: Path, request: ToolRequest, emit: Emit, asked: trio.Event
+) -> ToolOutcome:
+    """Brokerd's answer to `request`; `asked` is set when it says the owner is asked.
+
+    Every failure of the call is an outcome (never raised: this runs in a nursery, whose
+    exception group the caller would have to unwrap).
+    """
     try:
         async with proto.open_call(socket, request) as conversation:
             while True:
-                if pending:
-                    # The owner may be away for hours: stopping does not wait for them.
-                    # Hanging up makes brokerd settle the approval as not approved.
-                    frame = await _unless(shutdown, conversation.receive)
-                    if frame is None:
-                        return "denied", f"denied: {NOT_DECIDED}", _LOCAL
-                else:
-                    frame = await conversation.receive()
-                if isinstance(frame, ApprovalPending):
-                    pending = True
-                    await emit(frame)
-                elif isinstance(frame, ToolResponse):
-                    content = (
-                        frame.content
-                        if frame.status == "ok"
-                        else (f"{frame.status}: {frame.content}")
-                    )
-                    return frame.status, content, frame.label
-                elif isinstance(frame, proto.Error):
-                    return _error(f"brokerd refused the call: {frame.message}")
-                else:
-                    kind = type(frame).__struct_config__.tag
-                    return _error(f"brokerd sent an unexpected {kind!r}")
+                match await conversation.receive():
+                    case ApprovalPending() as frame:
+                        asked.set()
+                        await emit(frame)
+                    case ToolResponse() as frame:
+                        content = (
+                            frame.content
+                            if frame.status == "ok"
+                            else (f"{frame.status}: {frame.content}")
+                        )
+                        return frame.status, content, frame.label
+                    case proto.Error() as frame:
+                        return _error(f"brokerd refused the call: {frame.message}")
+                    case frame:
+                        kind = type(frame).__struct_config__.tag
+                        return _error(f"brokerd sent an unexpected {kind!r}")
     except proto.Unreachable as exc:
         return _error(f"brokerd is unreachable ({exc.reason}); the tool did not run")
     except proto.CallFailed as exc:

@@ -57,7 +57,7 @@ def resolve(config: MemorydConfig, *, config_dir: Path) -> Settings:
     """Turn a decoded config into absolute paths (relative ones are next to the config)."""
     home = proto.config_home(config.paths.home, config_dir)
 
-    def socket(configured: str | None, spec: proto.Socket) -> Path:
+    def socket(configured: str | None, spec: proto.Socket[proto.Message]) -> Path:
         return proto.socket_path(configured, spec, home)
 
     return Settings(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from functools import partial
+from typing import assert_never
 
 import msgspec
 import trio
@@ -82,32 +83,33 @@ class Memoryd:
 
     # -- loopd -------------------------------------------------------------------------
 
-    async def handle_loop(self, request: Message, conn: Connection) -> Message:
+    async def handle_loop(self, request: proto.LoopMemoryRequest, conn: Connection) -> Message:
         """memory_block → memory_block_reply; session_updated → ok."""
-        if isinstance(request, MemoryBlock):
-            try:
-                text = await trio.to_thread.run_sync(memory_block, self.memory)
-            except MemoryUnavailable as exc:
-                log.warning("memory block refused: %s", exc)
-                raise ServiceError(
-                    "memory-unavailable",
-                    f"the memory block cannot be served: {exc}",
-                    runbook="memory-unavailable",
-                ) from None
-            return MemoryBlockReply(text=text)
-        if isinstance(request, SessionUpdated):
-            try:
-                await self.index.session_updated(request.session)
-            except IndexDamaged as exc:
-                raise ServiceError("memory-index-damaged", str(exc), runbook=RUNBOOK) from None
-            return Ok()
-        raise AssertionError(f"unroutable {request!r}")  # the socket's allow-list prevents it
+        match request:
+            case MemoryBlock():
+                try:
+                    text = await trio.to_thread.run_sync(memory_block, self.memory)
+                except MemoryUnavailable as exc:
+                    log.warning("memory block refused: %s", exc)
+                    raise ServiceError(
+                        "memory-unavailable",
+                        f"the memory block cannot be served: {exc}",
+                        runbook="memory-unavailable",
+                    ) from None
+                return MemoryBlockReply(text=text)
+            case SessionUpdated():
+                try:
+                    await self.index.session_updated(request.session)
+                except IndexDamaged as exc:
+                    raise ServiceError("memory-index-damaged", str(exc), runbook=RUNBOOK) from None
+                return Ok()
+            case _:
+                assert_never(request)
 
     # -- brokerd -----------------------------------------------------------------------
 
-    async def handle_broker(self, request: Message, conn: Connection) -> Message:
+    async def handle_broker(self, request: proto.BrokerMemoryRequest, conn: Connection) -> Message:
         """tool_request for `memory` (and `recall`) → tool_response."""
-        assert isinstance(request, ToolRequest)
         name = request.call.name
         if name == "memory":
             reply = await self.edits.apply(request)
@@ -124,17 +126,21 @@ class Memoryd:
 
     # -- the owner ---------------------------------------------------------------------
 
-    async def handle_admin(self, request: Message, conn: Connection) -> Message:
+    async def handle_admin(self, request: proto.OwnerMemoryRequest, conn: Connection) -> Message:
         """The owner: reindex, recall_query (→ tool_response) and memory_history."""
-        if isinstance(request, MemoryHistory):
-            edits = await trio.to_thread.run_sync(read_history, self.memory, request.file)
-            page, older = history_page(edits, request.before)
-            return MemoryHistoryReply(edits=page, older=older)
-        if isinstance(request, Reindex):
-            return await self.reindex()
-        if isinstance(request, RecallQuery):
-            return await self.recall_query(request)
-        raise AssertionError(f"unroutable {request!r}")  # the socket's allow-list prevents it
+        match request:
+            case MemoryHistory():
+                edits = await trio.to_thread.run_sync(read_history, self.memory, request.file)
+                page, older = history_page(edits, request.before)
+                return MemoryHistoryReply(edits=page, older=older)
+            case Reindex():
+                return await self.reindex()
+            case RecallQuery():
+                return await self.recall_query(request)
+            case proto.MemoryWhy():
+                raise ServiceError("not-yet", "memory_why is not served by this memoryd yet")
+            case _:
+                assert_never(request)
 
     # -- recall and the index ----------------------------------------------------------
 

@@ -126,7 +126,7 @@ class Sockets:
         self.home = home
         self._read: dict[str, proto.MemorydConfig | proto.BrokerdConfig | proto.LoopdConfig] = {}
 
-    def path(self, spec: proto.Socket) -> Path:
+    def path(self, spec: proto.Socket[proto.Message]) -> Path:
         """Where `spec`'s server serves it, by its config."""
         role, key = SERVED_AT[spec.name]
         default = spec.default_path(self.home)
@@ -153,7 +153,7 @@ class Sockets:
 
 def ask_now(
     path: Path,
-    spec: proto.Socket,
+    spec: proto.Socket[proto.Message],
     request: proto.Message,
     expect: type[M],
     *,
@@ -168,7 +168,7 @@ def ask_now(
 
 async def ask(
     path: Path,
-    spec: proto.Socket,
+    spec: proto.Socket[proto.Message],
     request: proto.Message,
     expect: type[M],
     *,
