@@ -296,3 +296,26 @@ async def test_an_approval_is_settled_by_its_call_and_no_other(short_dir: Path) 
                 await trio.sleep(0.01)
         head = w.api.posts[approval.post_ids[0]]
         assert (card_text(head.props) or "").endswith("The call ran.")
+
+
+async def test_a_post_enqueued_twice_is_answered_by_one_turn(short_dir: Path) -> None:
+    # The first connection's catch-up accepts a post made while it connected, and the
+    # resume after it enqueues what is in flight: one turn, one reply, still.
+    says: list[str] = []
+
+    async def loopd(request: Message, send: Send) -> Message | None:
+        match request:
+            case SessionOpen():
+                return SessionOpened(session=SESSION, created=True)
+            case Say(text=text):
+                says.append(text)
+                return TurnDone(text="once")
+        raise AssertionError(request)
+
+    async with world(short_dir, loopd) as w:
+        inflight = accepted(w)
+        w.runner.enqueue(inflight)
+        await handled(w)
+        assert says == ["hello"]
+        [reply] = w.api.replies()
+        assert reply.message == "once"

@@ -57,6 +57,8 @@ class TurnRunner:
         self.approvals = approvals
         self.poster = poster
         self._queues: dict[str, trio.MemorySendChannel[Inflight]] = {}
+        self._taken: set[str] = set()
+        """Posts queued or being answered: a post is answered by one turn, once."""
         self._nursery: trio.Nursery | None = None
         self._stopping = trio.Event()
 
@@ -73,6 +75,11 @@ class TurnRunner:
         """Answer `inflight` after the posts of its session before it."""
         if self._stopping.is_set():
             return  # answered after the next start
+        if inflight.post_id in self._taken:
+            # Accepted by the catch-up of the first connection and also left in flight
+            # for the resume that follows it: a second turn would redraw the reply.
+            return
+        self._taken.add(inflight.post_id)
         queue = self._queues.get(inflight.session)
         if queue is None:
             send, receive = trio.open_memory_channel[Inflight](math.inf)
@@ -92,7 +99,10 @@ class TurnRunner:
                 inflight = queue.receive_nowait()
             except trio.WouldBlock:
                 break
-            await self._answer(inflight)
+            try:
+                await self._answer(inflight)
+            finally:
+                self._taken.discard(inflight.post_id)
         del self._queues[session]
 
     async def _answer(self, inflight: Inflight) -> None:
