@@ -188,7 +188,7 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "approval_revised": {"id", "arguments"},
     "memory_edit": {"arguments", "surface", "session", "undoes"},
     "memory_why": {"part"},
-    "memory_why_reply": {"entries"},
+    "memory_why_reply": {"entries", "omitted"},
     "grants_list": set(),
     "grants": {"grants", "problems"},
     "audit_verify": set(),

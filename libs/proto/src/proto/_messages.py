@@ -310,6 +310,8 @@ class MemoryWhyReply(Message, frozen=True, kw_only=True, tag="memory_why_reply")
     """The entries holding the text, each with the edits that made it, newest first."""
 
     entries: list[WhyEntry]
+    omitted: Annotated[int, msgspec.Meta(ge=0)] = 0
+    """How many more entries hold the text than fit in one frame (ask with more of it)."""
 
 
 # -- owner-broker ----------------------------------------------------------------------

@@ -100,6 +100,9 @@ class EditRecord(msgspec.Struct, frozen=True, kw_only=True):
     approve); what was applied is `before` → `after`."""
     undoes: str | None = None
     """The id (`edit_id`) of the edit this one undid, for `bxctl memory undo`."""
+    arguments: str | None = None
+    """The arguments that were applied (canonical), so `memory_why` can tell which item of
+    a consolidate rewrote which entry (`before` and `after` alone cannot say)."""
 
 
 class HitSource(msgspec.Struct, frozen=True, kw_only=True):
