@@ -23,6 +23,8 @@ import trio
 import proto
 from proto import PeerGone, PendingApproval
 
+from ._arguments import Arguments
+
 __all__ = [
     "UNTRUSTED_SESSION",
     "AlreadyDecided",
@@ -56,6 +58,10 @@ class Outcome:
     approved: bool
     how: How
     sentence: str
+    arguments: Arguments | None = None
+    """The owner's own version of the call's arguments, parsed, when they changed it."""
+    surface: proto.Surface | None = None
+    """Where the owner decided (`how` is `owner`)."""
 
 
 class UnknownApproval(LookupError):
@@ -175,24 +181,50 @@ class Approvals:
             # Cancelled from outside (a forced shutdown): it must not stay listed.
             self._settle(entry, Outcome(False, "shutdown", _SHUTDOWN))
 
-    def decide(self, approval_id: str, *, approve: bool, reason: str | None) -> Outcome:
-        """Settle a pending approval with the owner's decision.
+    def get(self, approval_id: str) -> PendingApproval:
+        """The pending approval `approval_id`.
 
         Raises:
             UnknownApproval: no approval with this id was pending.
             AlreadyDecided: it was settled before (by the owner, the timeout, ...).
         """
+        return self._entry(approval_id).approval
+
+    def _entry(self, approval_id: str) -> _Pending:
         entry = self._pending.get(approval_id)
         if entry is None:
             settled = self._settled.get(approval_id)
             if settled is None:
                 raise UnknownApproval(f"no pending approval {_quoted_id(approval_id)}")
             raise AlreadyDecided(f"approval {approval_id} was already settled: {_past(settled)}")
+        return entry
+
+    def decide(
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        reason: str | None,
+        arguments: Arguments | None = None,
+        surface: proto.Surface | None = None,
+    ) -> Outcome:
+        """Settle a pending approval with the owner's decision (and version, and surface).
+
+        A caller that checked the owner's `arguments` against `get`'s approval must call
+        this without a checkpoint in between, so the approval it checked is the one settled.
+
+        Raises:
+            UnknownApproval: no approval with this id was pending.
+            AlreadyDecided: it was settled before (by the owner, the timeout, ...).
+        """
+        entry = self._entry(approval_id)
         if approve:
             sentence = reason or ""
         else:
             sentence = "the owner denied this call" + (f": {reason}" if reason else "")
-        outcome = self._settle(entry, Outcome(approve, "owner", sentence))
+        outcome = self._settle(
+            entry, Outcome(approve, "owner", sentence, arguments=arguments, surface=surface)
+        )
         log.info("approval %s %s by the owner", approval_id, "approved" if approve else "denied")
         return outcome
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import secrets
 from datetime import datetime
 from functools import partial
 from typing import Protocol
@@ -38,6 +39,7 @@ from proto import (
     Message,
     PendingApproval,
     Status,
+    Surface,
     ToolResponse,
     utc_now,
     utc_stamp,
@@ -47,6 +49,7 @@ from ._approvals import Approvals
 from ._arguments import ArgumentsRefused, check_tool_name, parse_arguments
 from ._audit import AUDIT_UNWRITABLE, Audit
 from ._grants import Grant, GrantSet
+from ._owner import check_undoes
 from ._runtimes import Call, RunOutput, Runtime, run_call
 
 __all__ = ["AUDIT_UNWRITABLE_SENTENCE", "INTERRUPTED", "Decider", "LoopdConnection"]
@@ -61,6 +64,12 @@ AUDIT_UNWRITABLE_SENTENCE = (
     f"(runbook: {AUDIT_UNWRITABLE})"
 )
 """Fixed apart from the error and the tool: a call whose decision could not be recorded."""
+
+CHANGED_BY_OWNER = "the owner approved this call with changes; what ran: {arguments}\n"
+"""Put before the tool's answer when the owner approved their own version of the call."""
+
+OWNER_TAINT = Label()
+"""The taint an owner's own edit is decided under: its text is the owner's, not a model's."""
 
 INTERRUPTED = "brokerd stopped before {tool} finished; it may have run in part"
 """The outcome recorded for a call cut off by brokerd's shutdown (no answer went out)."""
@@ -95,6 +104,10 @@ class _Decided:
     reason: str | None = None
     unrecorded: bool = False
     """True for the refusal of a call whose record could not be written: none is tried."""
+    surface: Surface | None = None
+    """Where the owner decided, when they did."""
+    proposed: str | None = None
+    """The model's arguments, when what ran is the owner's version."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +119,8 @@ class _Run:
     decision: Decision
     approval: str | None = None
     reason: str | None = None
+    surface: Surface | None = None
+    proposed: str | None = None
 
 
 class Decider:
@@ -276,9 +291,64 @@ class Decider:
                 status="denied",
                 content=outcome.sentence,
                 approval=pending.id,
+                surface=outcome.surface,
             )
         said = f"approved by the owner: {outcome.sentence}" if outcome.sentence else None
-        return _Run(call, grant, "approved", approval=pending.id, reason=said)
+        proposed = None
+        if outcome.arguments is not None and outcome.arguments.canonical != canonical:
+            proposed = canonical
+            call = dataclasses.replace(call, arguments=outcome.arguments)
+        if call.tool == "memory":
+            decided = proto.Decided(decision="approved", surface=outcome.surface, proposed=proposed)
+            call = dataclasses.replace(call, decided=decided)
+        return _Run(
+            call,
+            grant,
+            "approved",
+            approval=pending.id,
+            reason=said,
+            surface=outcome.surface,
+            proposed=proposed,
+        )
+
+    async def owner_edit(self, request: proto.MemoryEdit, surface: Surface) -> ToolResponse:
+        """The owner's own memory edit: decided `owner`, audited, run like an approved call.
+
+        Its call id is minted here (`owner-…`), and so are an approval id and (by the
+        runtime) its token, so memoryd's checks apply unchanged. A refusal is a
+        `tool_response` with status `error`, like the model's, so the client shows it.
+        """
+        session = request.session or proto.OWNER_SESSION
+        call_id = "owner-" + secrets.token_hex(8)
+        as_call = proto.ToolRequest(
+            session=session,
+            call=proto.ToolCall(id=call_id, name="memory", arguments=request.arguments),
+            taint=OWNER_TAINT,
+        )
+        try:
+            check_undoes(request.undoes)
+            arguments = parse_arguments("memory", request.arguments)
+        except ArgumentsRefused as exc:
+            refused = _Decided(
+                arguments=request.arguments,
+                grant=None,
+                decision="refused",
+                status="error",
+                content=str(exc),
+                surface=surface,
+            )
+            return await self._finish(as_call, OWNER_TAINT, refused)
+        grant = self.grants.find("memory")[0]  # built in: always there
+        call = Call(
+            session=session,
+            call_id=call_id,
+            tool="memory",
+            arguments=arguments,
+            taint=OWNER_TAINT,
+            decided=proto.Decided(decision="owner", surface=surface, undoes=request.undoes),
+        )
+        run = _Run(call, grant, "owner", approval=self.approvals.new_id(), surface=surface)
+        return await self._finish(as_call, OWNER_TAINT, await self._run(as_call, OWNER_TAINT, run))
 
     async def _run(self, request: proto.ToolRequest, taint: Label, run: _Run) -> _Decided:
         """Record the decision durably, then run the call; refuse it if it cannot be recorded."""
@@ -295,6 +365,8 @@ class Decider:
             label=run.grant.label,
             status="started",
             reason=run.reason,
+            surface=run.surface,
+            proposed=run.proposed,
         )
         try:
             await self.audit.append(started, now)
@@ -319,6 +391,8 @@ class Decider:
                 content=refusal,
                 approval=run.approval,
                 unrecorded=True,
+                surface=run.surface,
+                proposed=run.proposed,
             )
         finished = False
         try:
@@ -336,9 +410,11 @@ class Decider:
                 )
                 with trio.move_on_after(_CLEANUP_S, shield=True):
                     await self._append(interrupted, now)
-        return _ran(
-            canonical, run.grant, run.decision, output, approval=run.approval, reason=run.reason
-        )
+        if run.proposed is not None:
+            output = dataclasses.replace(
+                output, content=CHANGED_BY_OWNER.format(arguments=canonical) + output.content
+            )
+        return _ran(canonical, run, output)
 
     def _record(
         self,
@@ -353,6 +429,8 @@ class Decider:
         label: Label,
         status: AuditStatus,
         reason: str | None,
+        surface: Surface | None = None,
+        proposed: str | None = None,
     ) -> AuditRecord:
         return AuditRecord(
             time=utc_stamp(now),
@@ -368,6 +446,8 @@ class Decider:
             status=status,
             reason=reason,
             taint=taint,
+            surface=msgspec.UNSET if surface is None else surface,
+            proposed=msgspec.UNSET if proposed is None else proposed,
         )
 
     async def _append(self, record: AuditRecord, now: datetime) -> None:
@@ -416,6 +496,8 @@ class Decider:
                     label=decided.label,
                     status=decided.status,
                     reason=reason,
+                    surface=decided.surface,
+                    proposed=decided.proposed,
                 ),
                 now,
             )
@@ -434,23 +516,17 @@ class Decider:
         return response
 
 
-def _ran(
-    canonical: str,
-    grant: Grant,
-    decision: Decision,
-    output: RunOutput,
-    *,
-    approval: str | None = None,
-    reason: str | None = None,
-) -> _Decided:
+def _ran(canonical: str, run: _Run, output: RunOutput) -> _Decided:
     assert output.label is not None  # run_call always labels
     return _Decided(
         arguments=canonical,
-        grant=grant,
-        decision=decision,
+        grant=run.grant,
+        decision=run.decision,
         status=output.status,
         content=output.content,
         label=output.label,
-        approval=approval,
-        reason=reason,
+        approval=run.approval,
+        reason=run.reason,
+        surface=run.surface,
+        proposed=run.proposed,
     )

@@ -13,6 +13,8 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
+import msgspec
+
 import proto
 from proto import Label, Status, ToolCall, ToolRequest, ToolResponse
 
@@ -64,6 +66,8 @@ class Call:
     tool: str
     arguments: Arguments
     taint: Label
+    decided: proto.Decided | None = None
+    """How the owner decided a memory call (approved, or their own edit): memoryd journals it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +139,7 @@ class MemoryRuntime:
             taint=call.taint,
             approval=approval,
             token=token,
+            decided=msgspec.UNSET if call.decided is None else call.decided,
         )
         try:
             reply = await proto.call(

@@ -1,7 +1,8 @@
 """brokerd's two sockets and what each request does (ARCHITECTURE §3, §5).
 
 loop-broker (loopd): `tool_request` → (`approval_pending`) → `tool_response`.
-owner-broker (bxctl): `approvals_list`, `approval_decide`, `grants_list`, `audit_verify`.
+owner-broker (bxctl, mattermostd): `approvals_list`, `approval_decide`, `approval_revise`,
+`memory_edit`, `grants_list`, `audit_verify`.
 Approvals are reachable from the owner's socket only.
 """
 
@@ -11,11 +12,14 @@ import logging
 from functools import partial
 from typing import assert_never
 
+import msgspec
 import trio
 
 import proto
 from proto import (
     ApprovalDecide,
+    ApprovalRevise,
+    ApprovalRevised,
     Approvals,
     ApprovalsList,
     AuditVerified,
@@ -24,6 +28,7 @@ from proto import (
     Connection,
     Grants,
     GrantsList,
+    MemoryEdit,
     Message,
     Ok,
     ServiceError,
@@ -36,11 +41,19 @@ from ._config import Settings
 from ._decide import Decider
 from ._grants import GrantSet, load_grants
 from ._local_tools import LocalLimits, LocalRuntime
+from ._owner import BadSurface, RevisionRefused, revise, surface_of
 from ._runtimes import CompositeRuntime, MemoryRuntime, RefusingRuntime, Runtime
 
 __all__ = ["GRANTS_INVALID", "Brokerd", "configured_runtime"]
 
 log = logging.getLogger("brokerd")
+
+_OWNER_REFUSALS = (
+    _approvals.UnknownApproval,
+    _approvals.AlreadyDecided,
+    RevisionRefused,
+    BadSurface,
+)
 
 GRANTS_INVALID = "grants-invalid"
 """The runbook entry for grant files that failed to load."""
@@ -134,7 +147,7 @@ class Brokerd:
                 assert_never(request)
 
     async def handle_owner(self, request: proto.OwnerBrokerRequest, conn: Connection) -> Message:
-        """approvals_list, approval_decide, grants_list, audit_verify."""
+        """approvals_list, approval_decide (and _revise), memory_edit, grants_list, audit_verify."""
         match request:
             case ApprovalsList():
                 pending = self.approvals.pending()
@@ -144,13 +157,20 @@ class Brokerd:
                 shown, more = _approvals.page(pending)
                 return Approvals(pending=shown, more=more)
             case ApprovalDecide():
-                try:
-                    self.approvals.decide(
-                        request.id, approve=request.approve, reason=request.reason
-                    )
-                except (_approvals.UnknownApproval, _approvals.AlreadyDecided) as exc:
-                    raise ServiceError(exc.code, str(exc)) from None
+                self._decide(request, conn.peer_uid)
                 return Ok()
+            case ApprovalRevise():
+                try:
+                    revised = revise(self.approvals.get(request.id), request.arguments)
+                except _OWNER_REFUSALS as exc:
+                    raise ServiceError(exc.code, str(exc)) from None
+                return ApprovalRevised(id=request.id, arguments=revised.canonical)
+            case MemoryEdit():
+                try:
+                    surface = surface_of(request.surface, conn.peer_uid)
+                except BadSurface as exc:
+                    raise ServiceError(exc.code, str(exc)) from None
+                return await self.decider.owner_edit(request, surface)
             case GrantsList():
                 return Grants(grants=self.grants.infos(), problems=list(self.grants.problems))
             case AuditVerify():
@@ -165,7 +185,32 @@ class Brokerd:
                     ok=verdict.broken_at is None,
                     broken_at=verdict.broken_at,
                 )
-            case proto.ApprovalRevise() | proto.MemoryEdit():
-                raise ServiceError("not-yet", "the owner's own edits are not served yet")
             case _:
                 assert_never(request)
+
+    def _decide(self, request: ApprovalDecide, peer_uid: int) -> None:
+        """Settle an approval with the owner's decision, version and surface.
+
+        No checkpoint between looking the approval up and settling it: the version checked
+        is checked against the call that runs.
+        """
+        try:
+            surface = surface_of(request.surface, peer_uid)
+            pending = self.approvals.get(request.id)
+            version = None
+            if not isinstance(request.arguments, msgspec.UnsetType):
+                if not request.approve:
+                    raise ServiceError(
+                        "bad-request",
+                        "arguments go with an approval only: a denied call runs in no version",
+                    )
+                version = revise(pending, request.arguments)
+            self.approvals.decide(
+                request.id,
+                approve=request.approve,
+                reason=request.reason,
+                arguments=version,
+                surface=surface,
+            )
+        except _OWNER_REFUSALS as exc:
+            raise ServiceError(exc.code, str(exc)) from None
