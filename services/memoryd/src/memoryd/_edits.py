@@ -147,6 +147,7 @@ class EditApplier:
                 request, "error", f"{name} could not be written ({reason}); nothing was changed"
             )
 
+        decided = None if isinstance(request.decided, msgspec.UnsetType) else request.decided
         record = EditRecord(
             time=proto.utc_stamp(now),
             session=request.session,
@@ -157,6 +158,12 @@ class EditApplier:
             before=list(current),
             after=list(outcome.entries),
             moved=list(outcome.moved),
+            decision=decided.decision if decided else None,
+            surface=decided.surface if decided else None,
+            taint=request.taint,
+            proposed=decided.proposed if decided else None,
+            undoes=decided.undoes if decided else None,
+            arguments=request.call.arguments,
         )
         try:
             self._memory.append_journal(_encoder.encode(record).decode(), now)

@@ -17,6 +17,7 @@ from proto import (
     MemoryBlockReply,
     MemoryHistory,
     MemoryHistoryReply,
+    MemoryWhy,
     Message,
     Ok,
     RecallQuery,
@@ -35,6 +36,7 @@ from ._files import MemoryDir, MemoryUnavailable, ensure_private_dir
 from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable, Search
 from ._recall import label_of, recall_record, render
 from ._store import Sources
+from ._why import why
 
 __all__ = ["Memoryd"]
 
@@ -127,7 +129,7 @@ class Memoryd:
     # -- the owner ---------------------------------------------------------------------
 
     async def handle_admin(self, request: proto.OwnerMemoryRequest, conn: Connection) -> Message:
-        """The owner: reindex, recall_query (→ tool_response) and memory_history."""
+        """The owner: reindex, recall_query (→ tool_response), memory_history, memory_why."""
         match request:
             case MemoryHistory():
                 edits = await trio.to_thread.run_sync(read_history, self.memory, request.file)
@@ -137,8 +139,15 @@ class Memoryd:
                 return await self.reindex()
             case RecallQuery():
                 return await self.recall_query(request)
-            case proto.MemoryWhy():
-                raise ServiceError("not-yet", "memory_why is not served by this memoryd yet")
+            case MemoryWhy():
+                try:
+                    return await trio.to_thread.run_sync(
+                        why, self.memory, self.settings.sessions_dir, request.part
+                    )
+                except MemoryUnavailable as exc:
+                    raise ServiceError(
+                        "memory-unavailable", str(exc), runbook="memory-unavailable"
+                    ) from None
             case _:
                 assert_never(request)
 
