@@ -9,6 +9,7 @@ what `audit_verify` names.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -27,10 +28,14 @@ from proto import (
     AuditVerified,
     AuditVerify,
     EditRecord,
+    MemoryEdit,
     MemoryHistory,
     MemoryHistoryReply,
+    MemoryWhy,
+    MemoryWhyReply,
     Message,
     Ok,
+    Surface,
     ToolCall,
     ToolRequest,
     ToolResponse,
@@ -139,3 +144,63 @@ async def test_an_approved_edit_is_applied_a_denied_one_is_not_and_the_audit_hol
     assert (broken.ok, broken.records) == (False, 3)
     assert broken.broken_at is not None
     assert broken.broken_at.startswith(f"{audit_file.name} line 1:")
+
+
+async def test_the_owners_own_edit_is_applied_journalled_and_audited_with_its_surface(
+    home: Path,
+) -> None:
+    admin_socket = home / proto.OWNER_BROKER.relative_path
+    arguments = json.dumps({"action": "add", "file": "user", "text": "The owner is Ana."})
+    claimed = Surface(via="bxctl", uid=4242)  # brokerd reads the uid itself
+    with trio.fail_after(CAP_S):
+        reply = await proto.call(
+            admin_socket, MemoryEdit(arguments=arguments, surface=claimed), ToolResponse
+        )
+        duplicate = await proto.call(
+            admin_socket, MemoryEdit(arguments=arguments, surface=claimed), ToolResponse
+        )
+    assert (reply.status, reply.content) == (
+        "ok",
+        "user.md updated (17 of 1,375 characters); it takes effect in the next session.",
+    )
+    assert duplicate.status == "error"
+    assert duplicate.content == (
+        'user.md already has the entry "The owner is Ana."; nothing was changed.'
+    )
+    assert (home / "memory" / "user.md").read_text() == "The owner is Ana."
+    here = Surface(via="bxctl", uid=os.geteuid())
+
+    (edit,) = [
+        proto.EDIT_JOURNAL.decode(line)
+        for path in (home / "memory" / "edits").glob("*.jsonl")
+        for line in path.read_bytes().splitlines()
+    ]
+    assert (edit.decision, edit.surface, edit.session, edit.call) == (
+        "owner",
+        here,
+        proto.OWNER_SESSION,
+        reply.call_id,
+    )
+    assert reply.call_id.startswith("owner-")
+
+    assert await verify(home) == AuditVerified(records=4, ok=True)
+    (audit_file,) = (home / "audit").glob("*.jsonl")
+    records = [json.loads(line) for line in audit_file.read_text().splitlines()]
+    assert [(r["decision"], r["status"]) for r in records] == [
+        ("owner", "started"),
+        ("owner", "ok"),
+        ("owner", "started"),
+        ("owner", "error"),
+    ]
+    assert {json.dumps(r["surface"]) for r in records} == {
+        json.dumps({"via": "bxctl", "uid": os.geteuid()})
+    }
+    assert records[1]["approval"] == edit.approval
+
+    with trio.fail_after(CAP_S):
+        why = await proto.call(
+            home / proto.OWNER_MEMORY.relative_path, MemoryWhy(part="ana"), MemoryWhyReply
+        )
+    (entry,) = why.entries
+    (story,) = entry.edits
+    assert (story.id, story.decision, story.surface) == (proto.edit_id(edit), "owner", here)
