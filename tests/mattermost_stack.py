@@ -24,8 +24,13 @@ from roles import Ended, RunningRole, start_role
 from stack import Stack, running_stack
 
 from bxctl._mattermost import mattermost_config
+from mattermostd._answers import (
+    decision_code,
+)
 from mattermostd._state import State
-from mattermostd._text import card_text, decision_code
+from mattermostd._text import (
+    card_text,
+)
 
 CAP_S = 60.0
 POLL_S = 0.05

@@ -13,6 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mattermostd._answers import (
+    Decision,
+)
 from mattermostd._api import Post, Reaction
 from mattermostd._board import Board
 from mattermostd._inbox import (
@@ -29,7 +32,6 @@ from mattermostd._inbox import (
 from mattermostd._ledger import Ledger
 from mattermostd._state import Inflight, OpenApproval, State, StateStore, session_of, thread_of
 from mattermostd._stream import Posted, PostEdited, ReactionAdded, parse_event
-from mattermostd._text import Decision
 
 OWNER = "o" * 26
 BOT = "b" * 26

@@ -9,20 +9,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import proto
+from mattermostd._answers import (
+    Decision,
+    bare_decision,
+    decision_code,
+    parse_decision,
+)
 from mattermostd._text import (
     APPROVAL_POST_CHARS,
     MAX_POST_CHARS,
     OUTCOME_CHARS,
-    Decision,
     Reply,
     approval_card,
     approval_message,
     approval_posts,
-    bare_decision,
     card_text,
-    decision_code,
     outcome_span,
-    parse_decision,
     split_message,
 )
 from proto import Label, PendingApproval, ToolCall, ToolResult

@@ -151,6 +151,7 @@ def settings(home: Path, loop: Path) -> Settings:
         update_s=0.01,
         loop_socket=loop,
         broker_socket=home / "no-brokerd.sock",
+        memory_socket=home / "no-memoryd.sock",
         drain_s=1.0,
         call_timeout_s=0.5,
     )

@@ -279,6 +279,8 @@ class MattermostSockets(ConfigSection, frozen=True, kw_only=True):
 
     loop: str | None = None
     broker: str | None = None
+    memory: str | None = None
+    """memoryd's owner socket, for the owner's `!why`, `!forget` and `!undo`."""
     drain_s: PositiveSeconds = DEFAULT_DRAIN_S
     call_timeout_s: PositiveSeconds = 30.0
     """How long loopd or brokerd may take to answer one call (opening a session, a

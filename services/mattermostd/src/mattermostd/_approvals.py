@@ -17,9 +17,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-import proto
-from proto import ApprovalDecide, Approvals, ApprovalsList, Ok, PendingApproval, ToolResult
+import msgspec
 
+import proto
+from proto import (
+    ApprovalDecide,
+    ApprovalRevise,
+    ApprovalRevised,
+    Approvals,
+    ApprovalsList,
+    Ok,
+    PendingApproval,
+    Surface,
+    ToolResult,
+)
+
+from ._answers import (
+    Decision,
+)
 from ._api import Post, Reaction, Rejected
 from ._board import Board
 from ._config import Settings
@@ -28,27 +43,22 @@ from ._outbound import Outbound
 from ._state import OpenApproval, thread_of
 from ._text import (
     APPROVAL_COLORS,
-    Decision,
+    DECIDED_ELSEWHERE,
+    GONE_WHILE_AWAY,
     approval_card,
     approval_posts,
     card_text,
+    not_editable,
     outcome_span,
+    revision_message,
 )
 
-__all__ = ["APPROVAL_PROP", "ApprovalPoster", "OnReaction"]
+__all__ = ["APPROVAL_PROP", "GONE_WHILE_AWAY", "ApprovalPoster", "OnReaction"]
 
 log = logging.getLogger("mattermostd")
 
 APPROVAL_PROP = "boxmaker_approval"
-GONE_WHILE_AWAY = (
-    "**No longer waiting:** decided (in bxctl) or timed out while the Mattermost bridge "
-    "was away; the reply in this thread says what happened."
-)
 OnReaction = Callable[[Reaction], Awaitable[None]]
-DECIDED_ELSEWHERE = (
-    "**Decided outside Mattermost** (bxctl, or it timed out); the reply in this thread "
-    "says what became of the call."
-)
 
 
 def card_props(approval_id: str, text: str, color: str) -> dict[str, object]:
@@ -106,6 +116,7 @@ class ApprovalPoster:
                 channel_id=channel,
                 root_id=root,
                 message=message,
+                arguments=approval.arguments,
             )
             self.ledger.approval_opened(known)
         else:
@@ -157,18 +168,32 @@ class ApprovalPoster:
 
     # -- 2. decided ----------------------------------------------------------------------
 
-    async def decide(self, approval_id: str, decision: Decision, *, how: str) -> None:
-        """Send the owner's decision to brokerd and say it on the approval's head."""
+    async def decide(
+        self, approval_id: str, decision: Decision, *, how: str, post: str | None = None
+    ) -> None:
+        """Send the owner's decision to brokerd and say it on the approval's head.
+
+        `post` is the reply or card that decided, for the audit's record of where.
+        """
         approval = self.board.get(approval_id)
         if approval is None or approval.decided or not self.board.start_deciding(approval_id):
             return
         try:
-            await self._decide(approval, decision, how)
+            await self._decide(approval, decision, how, post)
         finally:
             self.board.done_deciding(approval_id)
 
-    async def _decide(self, approval: OpenApproval, decision: Decision, how: str) -> None:
-        request = ApprovalDecide(id=approval.id, approve=decision.approve, reason=decision.reason)
+    async def _decide(
+        self, approval: OpenApproval, decision: Decision, how: str, post: str | None
+    ) -> None:
+        surface = Surface(via="mattermost", user=self.s.owner_name, post=post)
+        request = ApprovalDecide(
+            id=approval.id,
+            approve=decision.approve,
+            reason=decision.reason,
+            surface=surface,
+            **({"arguments": approval.revised} if approval.revised and decision.approve else {}),
+        )
         try:
             await proto.call(self.s.broker_socket, request, Ok, deadline_s=self.s.call_timeout_s)
         except proto.RemoteError as exc:
@@ -188,6 +213,8 @@ class ApprovalPoster:
             return
         else:
             word = "Approved" if decision.approve else "Denied"
+            if decision.approve and approval.revised:
+                word = "Approved with your changes"
             reason = f", reason {outcome_span(decision.reason)}" if decision.reason else ""
             text = (
                 f"**{word}** by {proto.code_span(self.s.owner_name)} in Mattermost "
@@ -205,6 +232,45 @@ class ApprovalPoster:
                 await self.out.edit(post_id, "", props=props)
             except Rejected as exc:
                 log.warning("cannot show the outcome on approval %s: %s", approval.id, exc)
+
+    async def revise(self, approval_id: str, text: str, post: Post) -> None:
+        """The owner's own text for a waiting add or replace (`edit CODE: …`).
+
+        brokerd checks it with the same rules (same action, same file) without deciding;
+        the version it would run is shown back on a card of its own, and the owner's
+        `yes CODE` then approves that version, not the model's.
+        """
+        approval = self.board.get(approval_id)
+        if approval is None or approval.decided:
+            return
+        try:
+            proposed = msgspec.json.decode(approval.arguments)
+        except msgspec.DecodeError:
+            proposed = None
+        if not isinstance(proposed, dict) or proposed.get("action") not in ("add", "replace"):
+            await self.out.post(approval.channel_id, approval.root_id, not_editable(approval.id))
+            return
+        mine = msgspec.json.encode({**proposed, "text": text}).decode()
+        try:
+            revised = await proto.call(
+                self.s.broker_socket,
+                ApprovalRevise(id=approval.id, arguments=mine),
+                ApprovalRevised,
+                deadline_s=self.s.call_timeout_s,
+            )
+        except proto.CallFailed as exc:
+            await self.out.post(
+                approval.channel_id,
+                approval.root_id,
+                f"**Your version was not taken:** {outcome_span(str(exc))}. The approval "
+                "still waits for the model's version or yours.",
+            )
+            return
+        self.ledger.approval_revised(approval, revised.arguments)
+        text = revision_message(approval.id, revised.arguments)
+        card = await self._card(approval.channel_id, approval.root_id, approval.id, text)
+        self.ledger.approval_post(approval, card.id, part=True)  # a ✅ on it approves too
+        log.info("approval %s: the owner's version is waiting for their yes", approval.id)
 
     # -- 3. settled by its call ----------------------------------------------------------
 

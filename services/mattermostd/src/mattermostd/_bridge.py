@@ -28,27 +28,32 @@ import trio
 
 import proto
 
+from ._answers import (
+    decision_code,
+)
 from ._api import Api, Post, Reaction, Rejected, ServerTrouble
 from ._approvals import GONE_WHILE_AWAY, ApprovalPoster
 from ._board import Board
 from ._config import Settings
+from ._desk import Desk
 from ._inbox import (
     Answers,
+    Command,
     Empty,
     Ignored,
     Integration,
     Meaning,
     Message,
     Reader,
+    Revises,
     Stranger,
     Unconfirmed,
 )
 from ._ledger import Ledger
-from ._outbound import FIRST_PAUSE_S, LONGEST_PAUSE_S, Outbound
+from ._outbound import FIRST_PAUSE_S, LONGEST_PAUSE_S, Outage, Outbound
 from ._replies import ReplyPoster
 from ._state import StateStore, thread_of
 from ._stream import Posted, PostEdited, ReactionAdded, Stream, StreamEvent, open_stream
-from ._text import decision_code
 from ._turns import TurnRunner
 
 __all__ = ["Bridge"]
@@ -83,13 +88,14 @@ class Bridge:
             self.approvals,
             ReplyPoster(self.out, self.ledger, settings.update_s, self._typing),
         )
+        self.desk = Desk(settings, self.out)
         self.reader = Reader(owner_id=settings.owner_id, bot_id="", channels=frozenset())
         self.stream: Stream | None = None
         self.connected = trio.Event()
         """Set each time the stream is live and caught up."""
         self._resumed = False
         self._integration_warned = False
-        self._outage = _Outage(settings.url)
+        self._outage = Outage(settings.url)
         self._future: set[str] = set()
         """Posts dated in the future, logged once each."""
 
@@ -198,7 +204,14 @@ class Bridge:
             case Answers(approval_id=approval_id, decision=decision, how=how, post=reply):
                 if reply is not None:
                     self.ledger.handled(reply.id, reply.create_at)
-                await self.approvals.decide(approval_id, decision, how=how)
+                answer = reply.id if reply is not None else None
+                await self.approvals.decide(approval_id, decision, how=how, post=answer)
+            case Command(command=command, post=asked):
+                self.ledger.handled(asked.id, asked.create_at)
+                self.turns.soon(self.desk.run, command, asked)
+            case Revises(approval_id=approval_id, text=text, post=asked):
+                self.ledger.handled(asked.id, asked.create_at)
+                self.turns.soon(self.approvals.revise, approval_id, text, asked)
             case Unconfirmed(approval_id=approval_id, post=bare):
                 self.ledger.handled(bare.id, bare.create_at)
                 code = decision_code(approval_id)
@@ -237,7 +250,9 @@ class Bridge:
     async def _reaction(self, reaction: Reaction) -> None:
         meaning = self.reader.reaction(reaction, self.board)
         if isinstance(meaning, Answers):
-            await self.approvals.decide(meaning.approval_id, meaning.decision, how=meaning.how)
+            await self.approvals.decide(
+                meaning.approval_id, meaning.decision, how=meaning.how, post=reaction.post_id
+            )
         else:
             self._note(meaning)
 
@@ -297,43 +312,6 @@ class Bridge:
             log.info("the thread of %s is gone (%s); its approval is not posted again", root, exc)
             return None
         return post.channel_id if post.channel_id in self.reader.channels else None
-
-
-class _Outage:
-    """Says a failure to connect once, not at every try, and how long it lasted."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.attempts = 0
-        self.since = 0.0
-        self.wait_s = 0.0
-        self._said = ""
-
-    def failed(self, problem: str, wait_s: float) -> None:
-        if not self.attempts:
-            self.since = trio.current_time()
-        self.attempts += 1
-        self.wait_s = wait_s
-        if problem != self._said:
-            self._said = problem
-            log.warning(
-                "Mattermost at %s: %s; trying again in %.0f s, and then with growing pauses "
-                "(runbook: mattermost-unreachable)",
-                self.url,
-                problem,
-                wait_s,
-            )
-        else:
-            log.debug("Mattermost at %s: %s again; next try in %.0f s", self.url, problem, wait_s)
-
-    def over(self) -> str:
-        """The end of the outage, for the connected line ("" when there was none)."""
-        if not self.attempts:
-            return ""
-        lasted = trio.current_time() - self.since
-        said = f" (after {self.attempts} failed attempts over {lasted:.0f} s)"
-        self.attempts, self._said = 0, ""
-        return said
 
 
 async def _cancel_on(event: trio.Event, scope: trio.CancelScope) -> None:

@@ -28,6 +28,7 @@ class Settings:
     update_s: float
     loop_socket: Path
     broker_socket: Path
+    memory_socket: Path
     drain_s: float
     call_timeout_s: float = 30.0
 
@@ -65,6 +66,7 @@ def resolve(config: proto.MattermostConfig, *, config_dir: Path) -> Settings:
         update_s=config.reply.update_s,
         loop_socket=proto.socket_path(config.sockets.loop, proto.OWNER_LOOP, home),
         broker_socket=proto.socket_path(config.sockets.broker, proto.OWNER_BROKER, home),
+        memory_socket=proto.socket_path(config.sockets.memory, proto.OWNER_MEMORY, home),
         drain_s=config.sockets.drain_s,
         call_timeout_s=config.sockets.call_timeout_s,
     )

@@ -13,27 +13,31 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ._api import Post, Reaction
-from ._board import Board
-from ._state import Inflight, State, session_of
-from ._text import (
+from ._answers import (
     APPROVE_EMOJI,
     DENY_EMOJI,
     Decision,
     bare_decision,
     decision_code,
     parse_decision,
+    parse_revision,
 )
+from ._api import Post, Reaction
+from ._board import Board
+from ._commands import OwnerCommand, parse_command, unescaped
+from ._state import Inflight, State, session_of
 
 __all__ = [
     "INTEGRATION_PROPS",
     "Answers",
+    "Command",
     "Empty",
     "Ignored",
     "Integration",
     "Meaning",
     "Message",
     "Reader",
+    "Revises",
     "Stranger",
     "Unconfirmed",
 ]
@@ -94,6 +98,23 @@ class Unconfirmed:
 
 
 @dataclass(frozen=True)
+class Command:
+    """The owner's `!` command (answered by the bridge, never sent to the model)."""
+
+    command: OwnerCommand
+    post: Post
+
+
+@dataclass(frozen=True)
+class Revises:
+    """The owner's own version of a waiting approval's text: `edit CODE: NEW TEXT`."""
+
+    approval_id: str
+    text: str
+    post: Post
+
+
+@dataclass(frozen=True)
 class Empty:
     """An owner post with nothing to say (a file alone): handled, not answered."""
 
@@ -108,7 +129,9 @@ class Message:
     approval_waiting: bool
 
 
-Meaning = Ignored | Stranger | Integration | Answers | Unconfirmed | Empty | Message
+Meaning = (
+    Ignored | Stranger | Integration | Answers | Unconfirmed | Command | Revises | Empty | Message
+)
 
 
 def by_integration(post: Post) -> bool:
@@ -141,8 +164,14 @@ class Reader:
         root = post.root_id or post.id
         if _ID.fullmatch(root) is None:
             return Ignored(f"post {post.id!r} has a root id the bridge cannot use", noted=True)
+        command = parse_command(post.message)
+        if command is not None:
+            return Command(command, post)
         waiting = board.waiting_in(root)
         if waiting is not None:
+            revised = parse_revision(post.message, decision_code(waiting.id))
+            if revised is not None:
+                return Revises(waiting.id, revised, post)
             decision = parse_decision(post.message, decision_code(waiting.id))
             if decision is not None:
                 return Answers(waiting.id, decision, "a reply", post)
@@ -155,7 +184,7 @@ class Reader:
             channel_id=post.channel_id,
             root_id=root,
             session=session_of(root),
-            text=post.message,
+            text=unescaped(post.message),
             create_at=post.create_at,
         )
         return Message(inflight, approval_waiting=waiting is not None)

@@ -135,6 +135,11 @@ class Ledger:
         approval.decided = text
         self._save()
 
+    def approval_revised(self, approval: OpenApproval, arguments: str) -> None:
+        """The owner's version of the call, checked by brokerd: a yes now approves it."""
+        approval.revised = arguments
+        self._save()
+
     def approval_closed(self, approval_id: str) -> OpenApproval | None:
         """Brokerd no longer waits on the approval: forget it (its posts say the outcome)."""
         approval = self.state.approvals.pop(approval_id, None)

@@ -20,7 +20,7 @@ import proto
 from ._api import Api, Post, ServerTrouble
 from ._ledger import now_ms
 
-__all__ = ["FIRST_PAUSE_S", "LONGEST_PAUSE_S", "Outbound"]
+__all__ = ["FIRST_PAUSE_S", "LONGEST_PAUSE_S", "Outage", "Outbound"]
 
 log = logging.getLogger("mattermostd")
 
@@ -103,3 +103,40 @@ class Outbound:
     ) -> None:
         """Change a post's message (and props), trying until Mattermost takes it."""
         await self.retrying(lambda: self.api.patch_post(post_id, message, props=props))
+
+
+class Outage:
+    """Says a failure to connect once, not at every try, and how long it lasted."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.attempts = 0
+        self.since = 0.0
+        self.wait_s = 0.0
+        self._said = ""
+
+    def failed(self, problem: str, wait_s: float) -> None:
+        if not self.attempts:
+            self.since = trio.current_time()
+        self.attempts += 1
+        self.wait_s = wait_s
+        if problem != self._said:
+            self._said = problem
+            log.warning(
+                "Mattermost at %s: %s; trying again in %.0f s, and then with growing pauses "
+                "(runbook: mattermost-unreachable)",
+                self.url,
+                problem,
+                wait_s,
+            )
+        else:
+            log.debug("Mattermost at %s: %s again; next try in %.0f s", self.url, problem, wait_s)
+
+    def over(self) -> str:
+        """The end of the outage, for the connected line ("" when there was none)."""
+        if not self.attempts:
+            return ""
+        lasted = trio.current_time() - self.since
+        said = f" (after {self.attempts} failed attempts over {lasted:.0f} s)"
+        self.attempts, self._said = 0, ""
+        return said

@@ -84,6 +84,10 @@ class OpenApproval(msgspec.Struct, kw_only=True):
     """The approval post's text, to which the outcome is added."""
     decided: str = ""
     """What the owner decided from Mattermost, as the post will say it."""
+    arguments: str = ""
+    """The call's arguments as brokerd asked (the owner's `edit CODE:` starts from them)."""
+    revised: str = ""
+    """The owner's version (`edit CODE: …`), as brokerd would run it; a yes applies it."""
 
 
 class State(msgspec.Struct, kw_only=True):

@@ -15,22 +15,22 @@ from dataclasses import dataclass, field
 import proto
 from proto import Label, PendingApproval
 
+from ._answers import decision_code
+
 __all__ = [
     "APPROVAL_COLORS",
-    "APPROVE_EMOJI",
     "CARD_FOOTER",
-    "DENY_EMOJI",
+    "DECIDED_ELSEWHERE",
+    "GONE_WHILE_AWAY",
     "MAX_POST_CHARS",
-    "Decision",
     "Reply",
     "approval_card",
     "approval_message",
     "approval_posts",
-    "bare_decision",
     "card_text",
-    "decision_code",
+    "not_editable",
     "outcome_span",
-    "parse_decision",
+    "revision_message",
     "split_message",
 ]
 
@@ -42,10 +42,6 @@ OUTCOME_CHARS = 500
 """How much of the owner's reason, or of a call's result, the approval post's outcome shows."""
 SHORT_CHARS = 160
 """How much of a call's arguments or result a tool line shows."""
-APPROVE_EMOJI = frozenset({"white_check_mark"})
-"""✅ (its name in Mattermost)."""
-DENY_EMOJI = frozenset({"x"})
-"""❌."""
 CARD_TITLE = "boxmaker asks for your approval"
 CARD_FOOTER = (
     "Only a card in this frame, posted by the boxmaker bot, is an approval. Text that looks "
@@ -234,6 +230,10 @@ def _answering(approval: PendingApproval, *, on: str) -> list[str]:
             "an untrusted recall hit); these arguments may come from it."
         )
     code = decision_code(approval.id)
+    if approval.tool == "memory" and '"action":"add"' in approval.arguments.replace(" ", ""):
+        lines.append(f"To change the text first, reply `edit {code}: YOUR TEXT`.")
+    elif approval.tool == "memory" and '"action":"replace"' in approval.arguments.replace(" ", ""):
+        lines.append(f"To change the new text first, reply `edit {code}: YOUR TEXT`.")
     lines.append(
         f"Reply **yes {code}** or **no {code}** (a reason may follow) in this thread, or react "
         f":white_check_mark: or :x:{on}. The code shows the answer is yours: a plugin's "
@@ -241,11 +241,6 @@ def _answering(approval: PendingApproval, *, on: str) -> list[str]:
         f"session {proto.code_span(approval.session)}, asked {approval.time}."
     )
     return lines
-
-
-def decision_code(approval_id: str) -> str:
-    """The short code a reply names to decide: the approval id's last three characters."""
-    return approval_id[-3:].lower()
 
 
 def approval_card(text: str, color: str) -> dict[str, object]:
@@ -305,56 +300,37 @@ def _shown_chars(char: str) -> int:
     return 1
 
 
+GONE_WHILE_AWAY = (
+    "**No longer waiting:** decided (in bxctl) or timed out while the Mattermost bridge "
+    "was away; the reply in this thread says what happened."
+)
+DECIDED_ELSEWHERE = (
+    "**Decided outside Mattermost** (bxctl, or it timed out); the reply in this thread "
+    "says what became of the call."
+)
+
+
+def revision_message(approval_id: str, arguments: str) -> str:
+    """The card that shows the owner's version back before they approve it."""
+    code = decision_code(approval_id)
+    return (
+        f"**Your version** of approval {proto.code_span(approval_id)} (not applied yet; "
+        "this is what would be written):\n\n"
+        f"{proto.code_block(arguments, info='json')}\n\n"
+        f"Reply **yes {code}** to approve your version, **no {code}** to deny, or "
+        f"`edit {code}: …` again."
+    )
+
+
+def not_editable(approval_id: str) -> str:
+    """The answer to `edit CODE:` on an approval that is not an add or a replace."""
+    return (
+        "`edit` changes the text of an add or a replace. For this approval, answer "
+        f"**no {decision_code(approval_id)}** with what to do instead, or decide it in the "
+        "terminal (`bxctl chat`'s `e`)."
+    )
+
+
 def outcome_span(text: str) -> str:
     """The owner's reason, or a call's result, as the approval post's outcome shows it."""
     return proto.code_span(_short(text, OUTCOME_CHARS))
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The owner's answer to an approval."""
-
-    approve: bool
-    reason: str | None = None
-
-
-_DECISION = re.compile(
-    r"^\s*(?P<word>yes|y|approve|no|n|deny)(?=$|[\s:,.!-])[\s:,.!-]*(?P<rest>.*?)\s*$",
-    re.IGNORECASE | re.DOTALL,
-)
-_CODE = re.compile(r"^(?P<code>[a-z0-9]{3})(?=$|[\s:,.!-])[\s:,.!-]*(?P<reason>.*)$", re.I | re.S)
-
-
-def parse_decision(message: str, code: str) -> Decision | None:
-    """`yes CODE` / `no CODE [reason]` (and `y`, `approve`, `n`, `deny`), else None.
-
-    The code is the one on the approval's card (`decision_code`): a reply in the owner's
-    name that does not name it (a plugin's slash command answers in-channel as the owner)
-    decides nothing. A `yes` followed by more words is not a decision either: "yes 4uy,
-    but change the wording" is a message for the model, not an approval.
-    """
-    match = _DECISION.match(message)
-    if match is None:
-        return None
-    coded = _CODE.match(match["rest"])
-    if coded is None or coded["code"].lower() != code.lower():
-        return None
-    approve = match["word"].lower() in ("yes", "y", "approve")
-    reason = coded["reason"].strip() or None
-    if approve and reason is not None:
-        return None
-    return Decision(approve=approve, reason=reason)
-
-
-def bare_decision(message: str) -> bool:
-    """Whether `message` is a yes or a no that does not name the card's code.
-
-    A `no` with anything after it, a `yes` alone or with one word (a mistyped code):
-    the owner meant to decide, and is told how. "yes, but shorter" is words for the model.
-    """
-    match = _DECISION.match(message)
-    if match is None:
-        return False
-    if match["word"].lower() in ("no", "n", "deny"):
-        return True
-    return len(match["rest"].split()) <= 1
