@@ -52,9 +52,6 @@ __all__ = ["Desk"]
 
 log = logging.getLogger("mattermostd")
 
-NEXT_SESSION = (
-    "It takes effect in the next session (a new thread); this one keeps what it started with."
-)
 WHY_LIMIT = 10
 """How many entries `!why` tells the story of in one answer."""
 
@@ -117,7 +114,7 @@ class Desk:
         if reply.status != "ok":
             return f"**Not done:** {said}"
         log.info("the owner's own edit from Mattermost (post %s): %s", post.id, args["action"])
-        return f"**{done}:** {said}\n{NEXT_SESSION}"
+        return f"**{done}:** {said}"
 
     async def _why(self, part: str) -> list[WhyEntry]:
         reply = await proto.call(
