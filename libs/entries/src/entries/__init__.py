@@ -2,7 +2,8 @@
 
 memory.md and user.md are lists of entries (`parse`, `render`, `chars`); an approved edit
 of the memory tool is applied with `apply_edit`, which returns the new entries and the
-entries moved to archive.md, or raises `EditRefused` with the sentence for the model. The
+entries moved to archive.md, or raises `EditRefused` with the sentence for the model;
+`inverse` is the edit that undoes an applied one. The
 memory block (`render_block`) and archive.md's records (`archive_record`, `parse_archive`)
 are rendered and read here too; memoryd does the reading and writing of files.
 """
@@ -25,6 +26,8 @@ from ._format import is_entry as is_entry
 from ._format import is_separator as is_separator
 from ._format import parse as parse
 from ._format import render as render
+from ._inverse import arguments_json as arguments_json
+from ._inverse import inverse as inverse
 from ._limits import MEMORY_LIMIT as MEMORY_LIMIT
 from ._limits import SOUL_LIMIT as SOUL_LIMIT
 from ._limits import USER_LIMIT as USER_LIMIT
@@ -50,9 +53,11 @@ __all__ = [
     "RefusalCode",
     "apply_edit",
     "archive_record",
+    "arguments_json",
     "chars",
     "check_entry",
     "file_name",
+    "inverse",
     "is_archive_header",
     "is_entry",
     "is_separator",
