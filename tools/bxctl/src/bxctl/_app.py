@@ -65,7 +65,10 @@ async def chat(
 ) -> int:
     """Talk to boxmaker. Tool calls show as they happen; approvals are asked inline.
 
-    On a terminal: line editing and history; Ctrl-C cancels a turn, Ctrl-D leaves.
+    On a terminal: line editing and history; Ctrl-C cancels a turn, Ctrl-D leaves. Lines
+    starting with / are the chat's own commands, never sent to the model: /remember TEXT
+    (--user for user.md), /forget PART, /why PART, /undo, /memory, /help. At an approval,
+    e edits the proposed memory text before approving it.
 
     Example: bxctl chat --session chat-k6m5
 
