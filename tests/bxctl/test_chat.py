@@ -161,7 +161,7 @@ async def test_a_reason_typed_at_the_approval_denies_with_it(
     assert decisions == [ApprovalDecide(id="ap-k3f9xy", approve=False, reason="not today")]
     assert "  ! this session has seen untrusted content\n" in out
     assert '    {"action":"add","file":"user","text":"likes tea"}\n' in out
-    assert "approve? [y/N, or a reason to deny] " in out
+    assert "approve? [y/N, e to edit, or a reason to deny] " in out
     assert "  denied ap-k3f9xy (not today)\n" in out
     assert "As you wish." in out
     assert err.endswith(

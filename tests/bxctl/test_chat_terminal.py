@@ -170,7 +170,7 @@ def test_ctrl_c_cancels_a_turn_and_approvals_are_asked_inline(short_dir: Path) -
                 stack.script(Step(tool_calls=[("memory", EDIT)]), Step(text="Noted."))
                 ask(child, "remember: Heron moved to Thursday")
                 child.expect_exact('"text":"The Heron launch moved to Thursday."}')  # exactly
-                child.expect_exact("approve? [y/N, or a reason to deny]")
+                child.expect_exact("approve? [y/N, e to edit, or a reason to deny]")
                 child.send("y\r")
                 child.expect(r"approved ap-[a-z0-9]+")
                 answered(child, "Noted.")
@@ -180,7 +180,7 @@ def test_ctrl_c_cancels_a_turn_and_approvals_are_asked_inline(short_dir: Path) -
                 # 3. denied inline with a reason: the model reads it
                 stack.script(Step(tool_calls=[("memory", OTHER_EDIT)]), Step(text="As you wish."))
                 ask(child, "I like tea")
-                child.expect_exact("approve? [y/N, or a reason to deny]")
+                child.expect_exact("approve? [y/N, e to edit, or a reason to deny]")
                 child.send("not today\r")
                 child.expect(r"denied ap-[a-z0-9]+ \(not today\)")
                 answered(child, "As you wish.")
@@ -191,7 +191,7 @@ def test_ctrl_c_cancels_a_turn_and_approvals_are_asked_inline(short_dir: Path) -
                 # 4. Ctrl-C at the approval: the turn is cancelled, the approval withdrawn
                 stack.script(Step(tool_calls=[("memory", OTHER_EDIT)]), Step(text="Fine."))
                 ask(child, "I like tea, really")
-                child.expect_exact("approve? [y/N, or a reason to deny]")
+                child.expect_exact("approve? [y/N, e to edit, or a reason to deny]")
                 child.send(CTRL_C)
                 cancelled(child)
                 ask(child, "never mind")

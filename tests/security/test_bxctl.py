@@ -235,7 +235,7 @@ async def test_chat_asks_inline_with_the_exact_arguments(
     assert await run("chat", "--home", str(short_dir)) == 0
     out = printed(capsys)
     check_turn(out)
-    assert "approve? [y/N, or a reason to deny] " in out
+    assert "approve? [y/N, e to edit, or a reason to deny] " in out
     assert decisions == [ApprovalDecide(id="ap-k3f9xy", approve=False)]
 
 

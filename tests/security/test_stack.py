@@ -158,7 +158,7 @@ def test_the_owner_sees_exactly_what_they_approve(short_dir: Path) -> None:
         stack.script(robin_add(), Step(text="as you wish"))
         out = owner.run("chat", "--session", sid, stdin="again\nn\n")
         check_robin(out)
-        assert "approve? [y/N, or a reason to deny] " in out
+        assert "approve? [y/N, e to edit, or a reason to deny] " in out
         assert "  denied ap-" in out
         assert "Robin" not in (stack.home / "memory" / "user.md").read_text()
 

@@ -65,7 +65,10 @@ async def chat(
 ) -> int:
     """Talk to boxmaker. Tool calls show as they happen; approvals are asked inline.
 
-    On a terminal: line editing and history; Ctrl-C cancels a turn, Ctrl-D leaves.
+    On a terminal: line editing and history; Ctrl-C cancels a turn, Ctrl-D leaves. Lines
+    starting with / are the chat's own commands, never sent to the model: /remember TEXT
+    (--user for user.md), /forget PART, /why PART, /undo, /memory, /help. At an approval,
+    e edits the proposed memory text before approving it.
 
     Example: bxctl chat --session chat-k6m5
 
@@ -176,17 +179,23 @@ def approvals_list(*, home: Home = None, json: Json = False) -> int:
 
 
 @approvals.command
-def approve(approval: str, /, *, home: Home = None) -> int:
-    """Approve one pending call; it runs at once.
+def approve(approval: str, /, *, home: Home = None, text: str | None = None) -> int:
+    """Approve one pending call; it runs at once. --text approves your own wording instead.
 
     Example: bxctl approvals approve ap-k2m9qx
+
+    Example: bxctl approvals approve ap-k2m9qx --text "Prefers answers in UTC"
 
     Args:
         approval: the approval's id, as `bxctl approvals list` shows it.
         home: the boxmaker home.
+        text: for a memory add or replace: the entry's text as you want it (edit before
+            approve); the model is told what ran.
     """
-    from ._owner import approvals_decide
+    from ._owner import approvals_decide, approve_with_text
 
+    if text is not None:
+        return approve_with_text(_home(home), approval, text)
     return approvals_decide(_home(home), approval, approve=True, reason=None)
 
 
@@ -221,11 +230,117 @@ def show(*, home: Home = None) -> int:
     return memory_show(_home(home))
 
 
+MemoryFileOption = Annotated[
+    Literal["memory", "user"] | None,
+    Parameter(help='"memory" (memory.md) or "user" (user.md, what it knows about you)'),
+]
+Yes = Annotated[
+    bool, Parameter(name="--yes", negative=(), help="change it without asking y/N (scripts)")
+]
+
+
+@memory.command
+async def add(
+    text: str, /, *, file: Literal["memory", "user"] = "memory", home: Home = None
+) -> int:
+    """Add an entry yourself: it is in the memory block of every new session.
+
+    Example: bxctl memory add "I prefer answers in UTC" --file user
+
+    Args:
+        text: the entry, as it should read.
+        file: "memory" (memory.md, the default) or "user" (user.md).
+        home: the boxmaker home.
+    """
+    from ._memory import memory_add
+
+    return await memory_add(_home(home), text, file)
+
+
+@memory.command
+async def replace(
+    old: str, new: str, /, *, file: MemoryFileOption = None, yes: Yes = False, home: Home = None
+) -> int:
+    """Replace the entry holding OLD (any part of it) with NEW, after showing it and asking.
+
+    Example: bxctl memory replace "answers in UTC" "I prefer answers in CET"
+
+    Args:
+        old: any part of exactly one entry (`bxctl memory why` lists the entries holding it).
+        new: the entry's new text.
+        file: only look in "memory" (memory.md) or "user" (user.md); default both.
+        yes: change it without asking y/N (for scripts).
+        home: the boxmaker home.
+    """
+    from ._memory import memory_replace, terminal_confirm
+
+    confirm = terminal_confirm(yes=yes, what="`bxctl memory replace`")
+    return await memory_replace(_home(home), old, new, file, confirm=confirm)
+
+
+@memory.command
+async def remove(
+    old: str, /, *, file: MemoryFileOption = None, yes: Yes = False, home: Home = None
+) -> int:
+    """Remove the entry holding OLD (any part of it), after showing it and asking.
+
+    Example: bxctl memory remove "answers in UTC"
+
+    Args:
+        old: any part of exactly one entry (`bxctl memory why` lists the entries holding it).
+        file: only look in "memory" (memory.md) or "user" (user.md); default both.
+        yes: remove it without asking y/N (for scripts).
+        home: the boxmaker home.
+    """
+    from ._memory import memory_remove, terminal_confirm
+
+    confirm = terminal_confirm(yes=yes, what="`bxctl memory remove`")
+    return await memory_remove(_home(home), old, file, confirm=confirm)
+
+
+@memory.command
+async def why(part: str, /, *, home: Home = None, json: Json = False) -> int:
+    """Where each entry holding PART came from: its edits, who approved them where, and why.
+
+    For each edit: its id, time, session and call, the decision and where it was made, the
+    session's label then, what you had said before the call, and the entry's earlier text.
+
+    Example: bxctl memory why UTC
+
+    Args:
+        part: any part of an entry's text (memory.md, user.md or archive.md).
+        home: the boxmaker home.
+        json: print JSON for scripts.
+    """
+    from ._memory import memory_why
+
+    return await memory_why(_home(home), part, as_json=json)
+
+
+@memory.command
+async def undo(edit: str | None = None, /, *, yes: Yes = False, home: Home = None) -> int:
+    """Undo one memory edit (the last one by default): shows the edit and its undo, asks y/N.
+
+    The undo is your own edit; if the file changed since, it is refused and nothing changes.
+
+    Example: bxctl memory undo ed-k3f9xy
+
+    Args:
+        edit: the edit's id, as `bxctl memory history` shows it (default: the last edit).
+        yes: undo it without asking y/N (for scripts).
+        home: the boxmaker home.
+    """
+    from ._memory import memory_undo, terminal_confirm
+
+    confirm = terminal_confirm(yes=yes, what="`bxctl memory undo`")
+    return await memory_undo(_home(home), edit, confirm=confirm)
+
+
 @memory.command
 def history(
     *, home: Home = None, file: Literal["memory", "user"] | None = None, json: Json = False
 ) -> int:
-    """Every applied memory edit, newest first, as a diff of entries.
+    """Every applied memory edit, newest first, each with its id, as a diff of entries.
 
     Example: bxctl memory history --file user
 
@@ -278,21 +393,30 @@ def sessions_list(*, home: Home = None, json: Json = False) -> int:
 
 
 @sessions.command(name="show")
-def sessions_show(session: str, /, *, home: Home = None, json: Json = False) -> int:
+def sessions_show(
+    session: str, /, *, home: Home = None, json: Json = False, baseline: bool = False
+) -> int:
     """One session's conversation, with tool calls and the labels of their results.
 
     Example: bxctl sessions show chat-k6m5
+
+    Example: bxctl sessions show chat-k6m5 --baseline
 
     Args:
         session: the session's id, or the start of it (as `bxctl recall` shows it).
         home: the boxmaker home.
         json: print JSON for scripts.
+        baseline: print instead the exact memory block the session started with (what
+            it knew of memory.md and user.md, whatever they say now).
     """
-    from ._sessions import resolve_session
+    from ._sessions import resolve_session, session_block
     from ._sessions import sessions_show as run
 
     where = _home(home)
-    return run(where, resolve_session(where, session), as_json=json)
+    resolved = resolve_session(where, session)
+    if baseline:
+        return session_block(where, resolved)
+    return run(where, resolved, as_json=json)
 
 
 config = App(

@@ -16,13 +16,16 @@ import contextlib
 import os
 import shlex
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
 import httpx
+import msgspec
 import trio
 
 import proto
@@ -43,10 +46,24 @@ from proto import (
     TurnEvent,
 )
 
+from ._commands import (
+    HELP,
+    ChatLine,
+    Forget,
+    Help,
+    Remember,
+    Send,
+    ShowMemory,
+    Undo,
+    Unknown,
+    Usage,
+    Why,
+    parse_line,
+)
 from ._common import CommandError, Sockets, ask, bxctl, inline, not_utf8, unreachable_sentence
 from ._embedded import DEMO_NOTICE, embedded_configured
 from ._input import Interrupted, Lines, Reader, Terminal, history_in
-from ._owner import describe_approval
+from ._owner import describe_approval, with_text
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -55,7 +72,8 @@ __all__ = ["chat", "decision", "model_hint", "resume_hint"]
 
 MODEL_PROBE_S = 3.0
 PROMPT = "you> "
-APPROVE_PROMPT = "approve? [y/N, or a reason to deny] "
+APPROVE_PROMPT = "approve? [y/N, e to edit, or a reason to deny] "
+EDIT_PROMPT = "your text> "
 
 
 async def model_hint(home: Path, *, after_timeout: bool = False) -> str | None:
@@ -195,7 +213,35 @@ def decision(answer: str) -> tuple[bool, str | None]:
     return False, said
 
 
-async def _decide(home: Path, approval: PendingApproval, answer: str, out: _Printer) -> None:
+def edit_in_editor(arguments: str) -> str | None:
+    """`arguments`, pretty-printed in a temporary file opened in $VISUAL or $EDITOR (vi).
+
+    Returns what the owner saved, or None when the editor failed or left nothing.
+    """
+    editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+    pretty = msgspec.json.format(arguments.encode(), indent=2).decode()
+    with tempfile.TemporaryDirectory(prefix="bxctl-") as directory:
+        path = Path(directory) / "arguments.json"
+        path.write_text(pretty + "\n")
+        try:
+            done = subprocess.run([*editor, str(path)], check=False)
+        except OSError as exc:
+            print(f"  cannot start the editor {inline(shlex.join(editor))}: {exc.strerror}")
+            return None
+        saved = path.read_text(errors="replace").strip()
+    if done.returncode != 0 or not saved:
+        return None
+    return saved
+
+
+async def _decide(
+    home: Path,
+    approval: PendingApproval,
+    answer: str,
+    out: _Printer,
+    *,
+    arguments: str | None = None,
+) -> None:
     problem = not_utf8(answer)
     if problem is not None:
         out.line(
@@ -204,17 +250,19 @@ async def _decide(home: Path, approval: PendingApproval, answer: str, out: _Prin
         )
         return
     approve, reason = decision(answer)
-    try:
-        await ask(
-            Sockets(home).path(proto.OWNER_BROKER),
-            proto.OWNER_BROKER,
-            ApprovalDecide(id=approval.id, approve=approve, reason=reason),
-            Ok,
+    request = ApprovalDecide(id=approval.id, approve=approve, reason=reason)
+    if arguments is not None:
+        request = ApprovalDecide(
+            id=approval.id, approve=True, arguments=arguments, surface=proto.Surface(via="bxctl")
         )
+    try:
+        await ask(Sockets(home).path(proto.OWNER_BROKER), proto.OWNER_BROKER, request, Ok)
     except CommandError as exc:
         out.line(f"  could not decide {inline(approval.id)}: {inline(str(exc))}")
         return
     said = f" ({inline(reason)})" if reason else ""
+    if arguments is not None:
+        said = " with your version: " + inline(arguments)
     out.line(f"  {'approved' if approve else 'denied'} {inline(approval.id)}{said}")
 
 
@@ -348,6 +396,15 @@ class _Conversation:
             if problem is not None:
                 sys.stderr.write(f"bxctl: that line is not UTF-8 text ({problem}); not sent\n")
                 continue
+            # Only the owner's own typed line is ever parsed as a command (ARCHITECTURE §6a).
+            command = parse_line(line)
+            if not isinstance(command, Send):
+                try:
+                    await self.command(command)
+                except CommandError as exc:
+                    sys.stderr.write(f"bxctl: {inline(str(exc))}\n")
+                continue
+            line = command.text
             out = _Printer()
             with trio.CancelScope() as self.turn:
                 await _turn(self.home, self.session, line, out, decide=self.decide)
@@ -355,17 +412,107 @@ class _Conversation:
                 out.line("(turn cancelled; what was said is kept. Ctrl-D or Ctrl-C leaves)")
             self.turn = None
 
+    async def command(self, command: ChatLine) -> None:
+        """One of the chat's own commands (`/help` lists them); nothing reaches the model."""
+        from ._memory import memory_add, memory_remove, memory_undo, memory_why
+        from ._owner import memory_show
+
+        session = self.session
+        match command:
+            case Remember(text=text, file=file):
+                await memory_add(
+                    self.home, text, "user" if file == "user" else "memory", session=session
+                )
+            case Forget(part=part):
+                await memory_remove(self.home, part, None, confirm=self.confirm, session=session)
+            case Why(part=part):
+                await memory_why(self.home, part)
+            case Undo(edit=edit):
+                await memory_undo(self.home, edit, confirm=self.confirm, session=session)
+            case ShowMemory():
+                await trio.to_thread.run_sync(memory_show, self.home)
+            case Help():
+                print(HELP)
+            case Unknown(word=word):
+                print(
+                    f"/{inline(word)} is not a command, so nothing was sent; /help lists them, "
+                    "and //text sends /text to the model"
+                )
+            case Usage(message=message):
+                print(message)
+            case Send():
+                raise AssertionError("text for the model is sent, not run")
+            case _:
+                assert_never(command)
+
+    async def confirm(self, question: str) -> bool:
+        """y/N for a chat command, asked on the chat's own input."""
+        print(question)
+        try:
+            answer = await self.reader.read("change it? [y/N] ", remember=False)
+        except (EOFError, Interrupted):
+            return False
+        return answer.strip().lower() in ("y", "yes")
+
     async def decide(self, approval: PendingApproval, out: _Printer) -> None:
         """Ask inline; Ctrl-C here cancels the turn, and with it the approval."""
-        try:
-            answer = await self.reader.read(APPROVE_PROMPT, remember=False)
-        except EOFError:
-            answer = ""
-        except Interrupted:
-            if self.turn is not None:
-                self.turn.cancel()
+        while True:
+            try:
+                answer = await self.reader.read(APPROVE_PROMPT, remember=False)
+            except EOFError:
+                answer = ""
+            except Interrupted:
+                if self.turn is not None:
+                    self.turn.cancel()
+                return
+            if answer.strip().lower() not in ("e", "edit"):
+                await _decide(self.home, approval, answer, out)
+                return
+            try:
+                arguments = await self.edit(approval)
+            except Interrupted:
+                arguments = None
+            if arguments is None:
+                out.line("  edit cancelled; the call still waits for your answer")
+                continue
+            await _decide(self.home, approval, "y", out, arguments=arguments)
             return
-        await _decide(self.home, approval, answer, out)
+
+    async def edit(self, approval: PendingApproval) -> str | None:
+        """The owner's version of a memory call's arguments, or None to ask again.
+
+        An add or a replace: the proposed text as a line to edit. A consolidate: the
+        arguments as JSON in $EDITOR. Empty, or not the same kind of edit: None.
+        """
+        try:
+            args = (
+                proto.parse_memory_args(approval.arguments) if approval.tool == "memory" else None
+            )
+        except proto.ToolArgsError:
+            args = None
+        if isinstance(args, proto.MemoryAdd | proto.MemoryReplace):
+            try:
+                text = await self.reader.read(EDIT_PROMPT, remember=False, default=args.text)
+            except EOFError:
+                return None
+            if not text.strip() or not_utf8(text) is not None:
+                return None
+            return with_text(approval, text)
+        if isinstance(args, proto.MemoryConsolidate):
+            edited = await trio.to_thread.run_sync(edit_in_editor, approval.arguments)
+            if edited is None:
+                return None
+            try:
+                mine = proto.parse_memory_args(edited)
+            except proto.ToolArgsError as exc:
+                print(f"  that is not a memory call: {inline(str(exc))}")
+                return None
+            if not isinstance(mine, proto.MemoryConsolidate) or mine.file != args.file:
+                print(f"  that is not a consolidate of {inline(args.file)}")
+                return None
+            return edited
+        print("  only a memory add, replace or consolidate can be edited; answer y or n")
+        return None
 
 
 async def _converse(home: Path, session: str, home_option: Path | None) -> None:

@@ -40,7 +40,9 @@ DEMO_NOTICE = (
     "and does not use tools (it is too small to choose them; [model] tool_choice = "
     '"auto" lets it try). For a real assistant, point boxmaker at a real '
     "server: `bxctl init --model-url URL --model NAME` for a new home, or set [model] url "
-    "and model in {config}, then restart `bxctl up`."
+    "and model in {config}, then restart `bxctl up`. Memory works without it: type "
+    "`/remember I prefer answers in UTC` and every new session starts knowing it "
+    "(/help lists the chat's commands)."
 )
 
 

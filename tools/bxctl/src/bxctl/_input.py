@@ -8,6 +8,7 @@ line, as a script writes it.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -33,8 +34,10 @@ class Interrupted(Exception):
 class Reader(Protocol):
     """Where the owner's lines come from: a terminal, or a script's standard input."""
 
-    async def read(self, prompt: str, *, remember: bool) -> str:
+    async def read(self, prompt: str, *, remember: bool, default: str = "") -> str:
         """The owner's next line (`remember`: keep it in the history).
+
+        `default` is text the line starts with, for the owner to edit (a terminal's only).
 
         Raises:
             EOFError: the input ended (Ctrl-D).
@@ -67,7 +70,7 @@ class Lines:
             while line := await trio.to_thread.run_sync(read, abandon_on_cancel=True):
                 await self._send.send(line.decode(errors="surrogateescape"))
 
-    async def read(self, prompt: str, *, remember: bool) -> str:
+    async def read(self, prompt: str, *, remember: bool, default: str = "") -> str:
         sys.stdout.write(prompt)
         sys.stdout.flush()
         with trio.CancelScope() as self._reading:
@@ -107,11 +110,13 @@ class Terminal:
         self._answers: PromptSession[str] = PromptSession()
         self._active: PromptSession[str] | None = None
 
-    async def read(self, prompt: str, *, remember: bool) -> str:
+    async def read(self, prompt: str, *, remember: bool, default: str = "") -> str:
         session = self._lines if remember else self._answers
         self._active = session
         try:
-            return await trio.to_thread.run_sync(session.prompt, prompt)
+            return await trio.to_thread.run_sync(
+                functools.partial(session.prompt, prompt, default=default)
+            )
         except KeyboardInterrupt:
             raise Interrupted from None
         finally:

@@ -9,6 +9,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
+
 import proto
 from proto import (
     ApprovalDecide,
@@ -32,20 +34,24 @@ from proto import (
     ToolResponse,
 )
 
-from ._common import Sockets, ask_now, inline, plural, print_json
+from ._common import CommandError, Sockets, ask_now, inline, plural, print_json
+from ._memory import describe_args
 
 __all__ = [
     "approvals_decide",
     "approvals_list",
+    "approve_with_text",
     "audit_tail",
     "audit_verify",
     "describe_approval",
     "grants_list",
     "memory_history",
     "memory_show",
+    "pending_approvals",
     "recall",
     "reindex",
     "reindexed_line",
+    "with_text",
 ]
 
 REINDEX_DEADLINE_S = 3600.0
@@ -70,12 +76,7 @@ def describe_approval(approval: PendingApproval) -> str:
 
 def approvals_list(home: Path, *, as_json: bool) -> int:
     """Print the pending approvals."""
-    path = Sockets(home).path(proto.OWNER_BROKER)
-    reply = ask_now(path, proto.OWNER_BROKER, ApprovalsList(), Approvals)
-    pending = reply.pending
-    while reply.more:  # a frame's worth at a time; one settled meanwhile is not sent
-        reply = ask_now(path, proto.OWNER_BROKER, ApprovalsList(ids=reply.more), Approvals)
-        pending += reply.pending
+    pending = pending_approvals(home)
     if as_json:
         print_json(pending)
     elif not pending:
@@ -92,6 +93,57 @@ def approvals_decide(home: Path, approval: str, *, approve: bool, reason: str | 
         path, proto.OWNER_BROKER, ApprovalDecide(id=approval, approve=approve, reason=reason), Ok
     )
     print(f"{'approved' if approve else 'denied'} {inline(approval)}")
+    return 0
+
+
+def pending_approvals(home: Path) -> list[PendingApproval]:
+    """Every pending approval, a frame's worth at a time."""
+    path = Sockets(home).path(proto.OWNER_BROKER)
+    reply = ask_now(path, proto.OWNER_BROKER, ApprovalsList(), Approvals)
+    pending = reply.pending
+    while reply.more:  # one settled meanwhile is not sent
+        reply = ask_now(path, proto.OWNER_BROKER, ApprovalsList(ids=reply.more), Approvals)
+        pending += reply.pending
+    return pending
+
+
+def with_text(approval: PendingApproval, text: str) -> str:
+    """The arguments of a pending memory add or replace, with the owner's `text` instead.
+
+    Raises:
+        CommandError: It is not a memory add or replace (their arguments have no one text
+            to change), or the text is empty.
+    """
+    if not text.strip():
+        raise CommandError("the new text is empty; to refuse the call, deny it")
+    try:
+        args = proto.parse_memory_args(approval.arguments)
+    except proto.ToolArgsError:
+        args = None
+    if approval.tool != "memory" or not isinstance(args, proto.MemoryAdd | proto.MemoryReplace):
+        raise CommandError(
+            f"approval {inline(approval.id)} is not a memory add or replace, so it has no "
+            "text to change; approve it as it is, or deny it with a reason"
+        )
+    call = msgspec.json.decode(approval.arguments)
+    call["text"] = text
+    return msgspec.json.encode(call).decode()
+
+
+def approve_with_text(home: Path, approval: str, text: str) -> int:
+    """Approve a pending memory add or replace with the owner's own text (edit before approve)."""
+    found = [a for a in pending_approvals(home) if a.id == approval]
+    if not found:
+        raise CommandError(
+            f"no approval {inline(approval)} is pending; `bxctl approvals list` shows them"
+        )
+    arguments = with_text(found[0], text)
+    request = ApprovalDecide(
+        id=approval, approve=True, arguments=arguments, surface=proto.Surface(via="bxctl")
+    )
+    ask_now(Sockets(home).path(proto.OWNER_BROKER), proto.OWNER_BROKER, request, Ok)
+    print(f"approved {inline(approval)} with your text:")
+    print(describe_args(proto.parse_memory_args(arguments)))
     return 0
 
 
@@ -191,12 +243,14 @@ def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) 
                 "(by hand, or an edit applied just before a crash); found at memoryd's start"
             )
         else:
+            undoes = f"  (undoes {inline(edit.undoes)})" if edit.undoes else ""
             print(
-                f"{inline(edit.time)}  {inline(edit.action)} {inline(edit.file)}  "
-                f"session {inline(edit.session)}  approval {inline(edit.approval or '-')}"
+                f"{inline(proto.edit_id(edit))}  {inline(edit.time)}  {inline(edit.action)} "
+                f"{inline(edit.file)}  session {inline(edit.session)}  "
+                f"approval {inline(edit.approval or '-')}{undoes}"
             )
         print("\n".join(_diff(edit)))
-    print("\n(- removed, + added, > moved to archive.md)")
+    print("\n(- removed, + added, > moved to archive.md; `bxctl memory undo ID` undoes one)")
     return 0
 
 

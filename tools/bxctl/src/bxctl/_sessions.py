@@ -12,7 +12,7 @@ from proto import AssistantRecord, ToolResultRecord, UserRecord
 
 from ._common import CommandError, inline, print_json
 
-__all__ = ["resolve_session", "sessions_list", "sessions_show"]
+__all__ = ["memory_block_of", "resolve_session", "session_block", "sessions_list", "sessions_show"]
 
 
 class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -126,4 +126,40 @@ def sessions_show(home: Path, session: str, *, as_json: bool) -> int:
                 f"\n[{when}] {inline(r.name)} result · {r.class_}{untrusted}:\n"
                 f"{proto.for_terminal(r.content[:2000])}{more}"
             )
+    return 0
+
+
+BLOCK_START = "# soul.md\n"
+"""The memory block's first line (spec §4): loopd appends it after system.md and a blank line."""
+
+
+def memory_block_of(system: str) -> str | None:
+    """The memory block in a session's saved system prompt, or None if it has none.
+
+    loopd writes `system.md` (its trailing newlines trimmed), a blank line, then the block,
+    so the block starts at the first blank line followed by `# soul.md`: system.md is the
+    owner's own file, and a soul.md holding that line would come after it anyway.
+    """
+    if system.startswith(BLOCK_START):
+        return system
+    at = system.find("\n\n" + BLOCK_START)
+    return None if at < 0 else system[at + 2 :]
+
+
+def session_block(home: Path, session: str) -> int:
+    """Print the exact memory block `session` started with, from its `0.baseline.json`."""
+    try:
+        directory = home / "sessions" / proto.check_session_id(session)
+        baseline = proto.read_baseline(directory)
+    except proto.BadSessionId as exc:
+        raise CommandError(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"cannot read the baseline of {session}: {exc}") from None
+    block = memory_block_of(baseline.system)
+    if block is None:
+        raise CommandError(
+            f"session {session}'s baseline has no memory block (it started before boxmaker "
+            "had one); `bxctl sessions show` shows its conversation"
+        )
+    print(proto.for_terminal(block))
     return 0

@@ -1,0 +1,464 @@
+"""The owner's levers on the command line (issue 21), against test doubles of brokerd and memoryd.
+
+`memory add|replace|remove|why|undo`, `approvals approve --text` and `sessions show
+--baseline`: what each sends, and each sentence it prints.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+import trio
+from bxctl_run import run
+
+import proto
+from bxctl import CommandError, app
+from bxctl._sessions import memory_block_of
+from proto import (
+    ApprovalDecide,
+    Approvals,
+    EditRecord,
+    Label,
+    MemoryEdit,
+    MemoryHistoryReply,
+    MemoryWhy,
+    MemoryWhyReply,
+    Message,
+    Ok,
+    PendingApproval,
+    Surface,
+    ToolResponse,
+    WhyEdit,
+    WhyEntry,
+)
+
+Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
+UPDATED = "memory.md updated (31 of 2,200 characters); it takes effect in the next session."
+BXCTL = Surface(via="bxctl")
+
+
+async def serve(
+    nursery: trio.Nursery, home: Path, spec: proto.Socket[proto.Message], handler: Handler
+) -> None:
+    await nursery.start(
+        lambda task_status: proto.serve_unix(
+            spec, spec.default_path(home), handler, shutdown=trio.Event(), task_status=task_status
+        )
+    )
+
+
+class Roles:
+    """brokerd and memoryd doubles: memory_why answers `entries`, memory_edit `answer`."""
+
+    def __init__(self, entries: list[WhyEntry], *, answer: str = UPDATED) -> None:
+        self.entries = entries
+        self.answer = answer
+        self.status: proto.Status = "ok"
+        self.edits: list[MemoryEdit] = []
+        self.asked: list[Message] = []
+        self.journal: list[EditRecord] = []
+
+    async def start(self, nursery: trio.Nursery, home: Path) -> None:
+        await serve(nursery, home, proto.OWNER_BROKER, self.brokerd)
+        await serve(nursery, home, proto.OWNER_MEMORY, self.memoryd)
+
+    async def brokerd(self, request: Message, conn: proto.Connection) -> Message:
+        assert isinstance(request, MemoryEdit)
+        self.edits.append(request)
+        return ToolResponse(call_id="", status=self.status, content=self.answer)
+
+    async def memoryd(self, request: Message, conn: proto.Connection) -> Message:
+        self.asked.append(request)
+        if isinstance(request, proto.MemoryHistory):
+            return MemoryHistoryReply(edits=self.journal)
+        assert isinstance(request, MemoryWhy)
+        return MemoryWhyReply(entries=[e for e in self.entries if request.part in e.entry])
+
+
+def entry(text: str, file: str = "memory", edits: list[WhyEdit] | None = None) -> WhyEntry:
+    return WhyEntry(file=file, entry=text, edits=edits or [])  # type: ignore[arg-type]
+
+
+def sent(edit: MemoryEdit) -> dict[str, object]:
+    decoded: dict[str, object] = json.loads(edit.arguments)
+    return decoded
+
+
+async def test_add_sends_the_owners_edit_and_prints_the_spec_sentence(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    roles = Roles([])
+    await roles.start(nursery, short_dir)
+    assert await run("memory", "add", "I prefer answers in UTC", "--home", str(short_dir)) == 0
+    assert roles.edits == [
+        MemoryEdit(
+            arguments='{"action":"add","file":"memory","text":"I prefer answers in UTC"}',
+            surface=BXCTL,
+        )
+    ]
+    assert capsys.readouterr().out == UPDATED + "\n"
+    assert await run("memory", "add", "likes tea", "--file", "user", "--home", str(short_dir)) == 0
+    assert sent(roles.edits[-1]) == {"action": "add", "file": "user", "text": "likes tea"}
+
+
+async def test_a_refused_edit_prints_the_sentence_and_exits_1(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    over = (
+        "memory.md would be 2,350 of 2,200 characters; "
+        "use consolidate to move entries to the archive."
+    )
+    roles = Roles([], answer=over)
+    roles.status = "error"
+    await roles.start(nursery, short_dir)
+    assert await run("memory", "add", "x" * 300, "--home", str(short_dir)) == 1
+    out = capsys.readouterr().out
+    assert out == over + "\n"
+    assert "next session" not in out
+
+
+async def test_remove_names_the_whole_entry_from_any_part_of_it(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    roles = Roles([entry("Owner prefers answers in UTC.\nAlways.")])
+    await roles.start(nursery, short_dir)
+    assert await run("memory", "remove", "in UTC", "--yes", "--home", str(short_dir)) == 0
+    assert sent(roles.edits[0]) == {
+        "action": "remove",
+        "file": "memory",
+        "old": "Owner prefers answers in UTC.\nAlways.",
+    }
+    out = capsys.readouterr().out
+    assert "remove from memory.md:\n    Owner prefers answers in UTC.\n    Always.\n" in out
+    assert out.endswith(UPDATED + "\n")
+
+
+async def test_remove_without_a_terminal_or_yes_changes_nothing_and_says_how(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    roles = Roles([entry("Owner prefers answers in UTC.")])
+    await roles.start(nursery, short_dir)
+    with pytest.raises(CommandError) as refused:
+        await run("memory", "remove", "UTC", "--home", str(short_dir))
+    assert "standard input is not a terminal; nothing was changed" in str(refused.value)
+    assert "--yes" in str(refused.value)
+    assert roles.edits == []
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("answer", "changed"), [("y\n", True), ("\n", False), ("no\n", False)])
+async def test_replace_asks_y_n_on_a_terminal(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    answer: str,
+    changed: bool,
+) -> None:
+    roles = Roles([entry("likes tea", "user")])
+    await roles.start(nursery, short_dir)
+    monkeypatch.setattr(sys, "stdin", Tty(answer))
+    code = await run("memory", "replace", "tea", "likes green tea", "--home", str(short_dir))
+    out = capsys.readouterr().out
+    assert "replace in user.md:\n    likes tea\n  with:\n    likes green tea\n" in out
+    if changed:
+        assert code == 0
+        assert sent(roles.edits[0]) == {
+            "action": "replace",
+            "file": "user",
+            "old": "likes tea",
+            "text": "likes green tea",
+        }
+    else:
+        assert code == 1
+        assert roles.edits == []
+        assert out.endswith("nothing changed\n")
+
+
+async def test_no_match_or_several_list_the_candidates_rendered(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    roles = Roles(
+        [
+            entry("likes tea\u202e"),
+            entry("tea at 5", "user"),
+            entry("tea moved away", "archive"),
+        ]
+    )
+    await roles.start(nursery, short_dir)
+    with pytest.raises(CommandError) as several:
+        await run("memory", "remove", "tea", "--yes", "--home", str(short_dir))
+    said = str(several.value)
+    assert said.startswith("2 entries of memory.md or user.md hold tea: ")
+    assert "memory.md: likes tea\\u{202e}; user.md: tea at 5" in said
+    assert "archive" not in said
+    with pytest.raises(CommandError) as none:
+        await run("memory", "remove", "coffee", "--yes", "--home", str(short_dir))
+    assert str(none.value).startswith("no entry of memory.md or user.md holds coffee;")
+    assert "bxctl memory show" in str(none.value)
+    # --file narrows, and an entry that is the part exactly wins
+    assert (
+        await run("memory", "remove", "tea", "--file", "user", "--yes", "--home", str(short_dir))
+        == 0
+    )
+    assert sent(roles.edits[-1])["old"] == "tea at 5"
+    roles.entries.append(entry("tea"))
+    assert await run("memory", "remove", "tea", "--yes", "--home", str(short_dir)) == 0
+    assert sent(roles.edits[-1]) == {"action": "remove", "file": "memory", "old": "tea"}
+
+
+def why_edit(**changes: object) -> WhyEdit:
+    base = WhyEdit(
+        id="ed-abc123",
+        time="2026-11-30T08:00:00Z",
+        action="add",
+        file="user.md",
+        session="mm-abcdefghij",
+        call="call_1",
+        approval="ap-k3f9xy",
+        decision="approved",
+        surface=Surface(via="mattermost", user="alice", post="p0st1d"),
+        taint=Label(untrusted=True),
+        owner_said="remember I like tea\u202e",
+        previous=None,
+    )
+    return msgspec.structs.replace(base, **changes)
+
+
+async def test_why_tells_where_each_entry_came_from(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    roles = Roles(
+        [
+            entry(
+                "likes green tea",
+                "user",
+                [
+                    why_edit(
+                        id="ed-new001",
+                        action="replace",
+                        session=proto.OWNER_SESSION,
+                        call="owner-1",
+                        approval=None,
+                        decision="owner",
+                        surface=Surface(via="bxctl", uid=1000),
+                        taint=None,
+                        owner_said=None,
+                        previous="likes tea",
+                    ),
+                    why_edit(),
+                ],
+            ),
+            entry("tea by hand"),
+        ]
+    )
+    await roles.start(nursery, short_dir)
+    assert await run("memory", "why", "tea", "--home", str(short_dir)) == 0
+    out = capsys.readouterr().out
+    assert roles.asked == [MemoryWhy(part="tea")]
+    assert "user.md:\n    likes green tea\n" in out
+    assert "  ed-new001  2026-11-30T08:00:00Z  replace user.md  outside any session" in out
+    assert "    your own edit, in the terminal (uid 1000)\n" in out
+    assert "    before this edit it read:\n      likes tea\n" in out
+    assert (
+        "  ed-abc123  2026-11-30T08:00:00Z  add user.md  session mm-abcdefghij  call call_1" in out
+    )
+    assert "    approved on Mattermost (@alice, post p0st1d)  (approval ap-k3f9xy)\n" in out
+    assert "    the session's label when decided: private, untrusted\n" in out
+    assert "    ! the session had read untrusted content" in out
+    assert "    you had said:\n      remember I like tea\\u{202e}\n" in out
+    assert "memory.md:\n    tea by hand\n  written by hand in the file (no edit recorded)" in out
+    assert await run("memory", "why", "tea", "--json", "--home", str(short_dir)) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed[1] == {"file": "memory", "entry": "tea by hand", "edits": []}
+    assert await run("memory", "why", "coffee", "--home", str(short_dir)) == 0
+    assert "no entry of memory.md, user.md or archive.md holds coffee" in capsys.readouterr().out
+
+
+def record(action: str, before: list[str], after: list[str], **more: object) -> EditRecord:
+    return EditRecord(
+        time=str(more.pop("time", "2026-11-30T08:00:00Z")),
+        session="chat-abcdefghij",
+        call="c1",
+        approval="ap1",
+        action=action,
+        file=str(more.pop("file", "memory.md")),
+        before=before,
+        after=after,
+        **more,  # type: ignore[arg-type]
+    )
+
+
+async def test_undo_sends_the_inverse_of_the_last_edit_or_the_one_named(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    roles = Roles([])
+    older = record("remove", ["a", "b", "c"], ["a", "c"], time="2026-11-29T08:00:00Z")
+    last = record("add", ["a", "c"], ["a", "c", "likes tea"])
+    roles.journal = [older, last]  # the journal is oldest first
+    await roles.start(nursery, short_dir)
+    assert await run("memory", "undo", "--yes", "--home", str(short_dir)) == 0
+    assert roles.edits[-1] == MemoryEdit(
+        arguments='{"action":"remove","file":"memory","old":"likes tea"}',
+        surface=BXCTL,
+        undoes=proto.edit_id(last),
+    )
+    out = capsys.readouterr().out
+    assert f"edit {proto.edit_id(last)}: add memory.md" in out
+    assert "its undo would remove from memory.md:\n    likes tea\n" in out
+    assert out.endswith(UPDATED + "\n")
+    assert await run("memory", "undo", proto.edit_id(older), "--yes", "--home", str(short_dir)) == 0
+    assert sent(roles.edits[-1]) == {
+        "action": "consolidate",
+        "file": "memory",
+        "entries": [{"old": "a", "keep": True}, {"text": "b"}, {"old": "c", "keep": True}],
+    }
+    with pytest.raises(CommandError, match="no memory edit ed-nope; `bxctl memory history"):
+        await run("memory", "undo", "ed-nope", "--yes", "--home", str(short_dir))
+
+
+async def test_a_stale_undo_prints_the_refusal_and_exits_1(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = (
+        'memory.md has no entry "likes tea"; the file may have changed since the edit was '
+        "proposed, so nothing was changed."
+    )
+    roles = Roles([], answer=stale)
+    roles.status = "error"
+    roles.journal = [record("add", [], ["likes tea"])]
+    await roles.start(nursery, short_dir)
+    assert await run("memory", "undo", "--yes", "--home", str(short_dir)) == 1
+    assert capsys.readouterr().out.endswith(stale + "\n")
+
+
+async def test_undo_of_a_hand_change_or_of_nothing_says_what_to_do(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    roles = Roles([])
+    await roles.start(nursery, short_dir)
+    with pytest.raises(CommandError, match="there is no memory edit to undo yet"):
+        await run("memory", "undo", "--yes", "--home", str(short_dir))
+    roles.journal = [record("unjournalled", ["a"], ["b"])]
+    with pytest.raises(CommandError, match=r"a change made by hand in memory\.md"):
+        await run("memory", "undo", "--yes", "--home", str(short_dir))
+    assert roles.edits == []
+
+
+async def test_history_shows_each_edits_id(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    roles = Roles([])
+    edit = record("add", [], ["one"], undoes="ed-zzzzzz")
+    roles.journal = [edit]
+    await roles.start(nursery, short_dir)
+    assert await run("memory", "history", "--home", str(short_dir)) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{proto.edit_id(edit)}  2026-11-30T08:00:00Z  add memory.md")
+    assert "(undoes ed-zzzzzz)" in out
+    assert "`bxctl memory undo ID` undoes one" in out
+
+
+def pending(arguments: str, tool: str = "memory") -> PendingApproval:
+    return PendingApproval(
+        id="ap-k3f9xy",
+        session="chat-abcdefghij",
+        call_id="call_1",
+        tool=tool,
+        arguments=arguments,
+        taint=Label(),
+        time="2026-11-30T08:00:00Z",
+    )
+
+
+async def test_approve_with_text_sends_the_owners_version_of_the_arguments(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    decisions: list[ApprovalDecide] = []
+    waiting = [
+        pending('{"action":"replace","file":"user","old":"likes tea","text":"loves tea"}'),
+    ]
+
+    async def brokerd(request: Message, conn: proto.Connection) -> Message:
+        if isinstance(request, proto.ApprovalsList):
+            return Approvals(pending=waiting)
+        assert isinstance(request, ApprovalDecide)
+        decisions.append(request)
+        return Ok()
+
+    await serve(nursery, short_dir, proto.OWNER_BROKER, brokerd)
+    home = ("--home", str(short_dir))
+    assert await run("approvals", "approve", "ap-k3f9xy", "--text", "likes green tea", *home) == 0
+    assert decisions == [
+        ApprovalDecide(
+            id="ap-k3f9xy",
+            approve=True,
+            arguments=(
+                '{"action":"replace","file":"user","old":"likes tea","text":"likes green tea"}'
+            ),
+            surface=BXCTL,
+        )
+    ]
+    out = capsys.readouterr().out
+    assert "approved ap-k3f9xy with your text:\nreplace in user.md:" in out
+    with pytest.raises(CommandError, match="no approval ap-other is pending"):
+        await run("approvals", "approve", "ap-other", "--text", "x", *home)
+    waiting[0] = pending('{"action":"remove","file":"user","old":"likes tea"}')
+    with pytest.raises(CommandError, match="is not a memory add or replace"):
+        await run("approvals", "approve", "ap-k3f9xy", "--text", "x", *home)
+    waiting[0] = pending('{"path":"/etc"}', tool="read_file")
+    with pytest.raises(CommandError, match="is not a memory add or replace"):
+        await run("approvals", "approve", "ap-k3f9xy", "--text", "x", *home)
+    assert len(decisions) == 1
+
+
+BLOCK = (
+    "# soul.md\nBe kind.\n\n# memory.md (9 of 2,200 characters)\nlikes\u202e tea\n\n"
+    "# user.md (0 of 1,375 characters)\n(empty)"
+)
+
+
+def test_sessions_show_baseline_prints_the_block_the_session_saw(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (short_dir / "config").mkdir()
+    directory = short_dir / "sessions" / "chat-abcdefghij"
+    directory.mkdir(parents=True)
+    baseline = proto.Baseline(
+        session="chat-abcdefghij",
+        epoch=0,
+        created="2026-11-30T08:00:00Z",
+        model="m",
+        system="You are boxmaker.\n\nBe brief.\n\n" + BLOCK,
+        tools=[],
+    )
+    (directory / "0.baseline.json").write_bytes(msgspec.json.encode(baseline))
+    argv = ["sessions", "show", "chat-abc", "--baseline", "--home", str(short_dir)]
+    assert app(argv, result_action="return_value") == 0
+    assert capsys.readouterr().out == proto.for_terminal(BLOCK) + "\n"
+    assert "likes\\u{202e} tea" in proto.for_terminal(BLOCK)
+
+
+@pytest.mark.parametrize(
+    ("system", "block"),
+    [
+        ("system\n\n" + BLOCK, BLOCK),
+        (BLOCK, BLOCK),
+        ("no block here", None),
+        ("a\n\n# soul.md\nsoul\n\n# soul.md\nx", "# soul.md\nsoul\n\n# soul.md\nx"),
+    ],
+)
+def test_the_block_is_what_follows_system_md_and_its_blank_line(
+    system: str, block: str | None
+) -> None:
+    assert memory_block_of(system) == block
