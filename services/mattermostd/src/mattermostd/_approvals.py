@@ -287,7 +287,7 @@ class ApprovalPoster:
         elif result.status == "ok":
             ran, color = "The call ran.", "approved"
         else:
-            ran = f"The call ran and failed: {outcome_span(result.content)}"
+            ran = f"The call ended in an error: {outcome_span(result.content)}"
             color = "closed"
         decided = approval.decided or "**Decided outside Mattermost** (bxctl, or it timed out)."
         await self._show(approval, f"{decided}\n{ran}", APPROVAL_COLORS[color])
