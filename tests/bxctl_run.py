@@ -8,14 +8,31 @@ with --home gets the `config/` folder that makes it a home, as `bxctl init` woul
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
 import trio
 
+import proto
 from bxctl import app
 
 CAP_S = 20
+
+Handler = Callable[[proto.Message, proto.Connection], Awaitable[proto.Message]]
+"""A role double: answers each request as the role would."""
+
+
+async def serve(
+    nursery: trio.Nursery, home: Path, spec: proto.Socket[proto.Message], handler: Handler
+) -> None:
+    """Serve `spec` at its default path under `home` (made a home) with `handler`."""
+    (home / "config").mkdir(parents=True, exist_ok=True)  # a home, as bxctl looks for one
+    await nursery.start(
+        lambda task_status: proto.serve_unix(
+            spec, spec.default_path(home), handler, shutdown=trio.Event(), task_status=task_status
+        )
+    )
 
 
 async def run(*argv: str) -> object:

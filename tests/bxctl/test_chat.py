@@ -10,12 +10,13 @@ import io
 import queue
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
+from bxctl_run import Handler, serve
 from scripted_model import serve_scripted_model
 
 import proto
@@ -36,18 +37,6 @@ from proto import (
 
 CAP_S = 20
 SESSION = "chat-abcdefghijkl"
-Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
-
-
-async def serve(
-    nursery: trio.Nursery, home: Path, spec: proto.Socket[proto.Message], handler: Handler
-) -> None:
-    (home / "config").mkdir(exist_ok=True)  # a home, as bxctl looks for one
-    await nursery.start(
-        lambda task_status: proto.serve_unix(
-            spec, spec.default_path(home), handler, shutdown=trio.Event(), task_status=task_status
-        )
-    )
 
 
 async def run(*argv: str) -> object:

@@ -10,11 +10,11 @@ import io
 import json
 import stat
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import trio
+from bxctl_run import serve
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,18 +48,6 @@ from proto import (
 
 CAP_S = 20
 SESSION = "chat-abcdefghijkl"
-Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
-
-
-async def serve(
-    nursery: trio.Nursery, home: Path, spec: proto.Socket[proto.Message], handler: Handler
-) -> None:
-    (home / "config").mkdir(exist_ok=True)  # a home, as bxctl looks for one
-    await nursery.start(
-        lambda task_status: proto.serve_unix(
-            spec, spec.default_path(home), handler, shutdown=trio.Event(), task_status=task_status
-        )
-    )
 
 
 async def run(*argv: str) -> object:

@@ -9,12 +9,11 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import trio
-from bxctl_run import run
+from bxctl_run import run, serve
 from hypothesis import given
 from hypothesis import strategies as st
 from scripted_model import Step, serve_scripted_model
@@ -37,21 +36,6 @@ from proto import (
 )
 
 CAP_S = 20
-Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
-
-
-async def serve(
-    nursery: trio.Nursery, home: Path, spec: proto.Socket[proto.Message], handler: Handler
-) -> None:
-    await nursery.start(
-        lambda task_status: proto.serve_unix(
-            spec,
-            spec.default_path(home),
-            handler,
-            shutdown=trio.Event(),
-            task_status=task_status,
-        )
-    )
 
 
 async def test_reindex_prints_the_spec_line(
@@ -252,7 +236,7 @@ async def test_a_role_not_running_is_one_clear_error(short_dir: Path) -> None:
 
 
 def test_errors_are_one_line_without_a_traceback(short_dir: Path) -> None:
-    (short_dir / "config").mkdir()
+    (short_dir / "config").mkdir(exist_ok=True)
     done = subprocess.run(
         [sys.executable, "-m", "bxctl", "approvals", "list", "--home", str(short_dir)],
         capture_output=True,
@@ -369,7 +353,7 @@ def test_init_creates_a_home_once_and_never_overwrites(
 def test_sessions_list_and_show_read_the_files(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (short_dir / "config").mkdir()
+    (short_dir / "config").mkdir(exist_ok=True)
     directory = short_dir / "sessions" / "chat-abcdefghij"
     directory.mkdir(parents=True)
     baseline = proto.Baseline(

@@ -9,13 +9,12 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
 import pytest
 import trio
-from bxctl_run import run
+from bxctl_run import run, serve
 
 import proto
 from bxctl import CommandError, app
@@ -38,19 +37,8 @@ from proto import (
     WhyEntry,
 )
 
-Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
 UPDATED = "memory.md updated (31 of 2,200 characters); it takes effect in the next session."
 BXCTL = Surface(via="bxctl")
-
-
-async def serve(
-    nursery: trio.Nursery, home: Path, spec: proto.Socket[proto.Message], handler: Handler
-) -> None:
-    await nursery.start(
-        lambda task_status: proto.serve_unix(
-            spec, spec.default_path(home), handler, shutdown=trio.Event(), task_status=task_status
-        )
-    )
 
 
 class Roles:
@@ -431,7 +419,7 @@ BLOCK = (
 def test_sessions_show_baseline_prints_the_block_the_session_saw(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (short_dir / "config").mkdir()
+    (short_dir / "config").mkdir(exist_ok=True)
     directory = short_dir / "sessions" / "chat-abcdefghij"
     directory.mkdir(parents=True)
     baseline = proto.Baseline(

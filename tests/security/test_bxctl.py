@@ -12,13 +12,12 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
 import pytest
 import trio
-from bxctl_run import run
+from bxctl_run import Handler, run, serve
 from security.hostile import (
     HOSTILE,
     ROBIN,
@@ -63,17 +62,6 @@ from proto import (
 
 CAP_S = 30
 SESSION = "chat-abcdefgh"
-Handler = Callable[[Message, proto.Connection], Awaitable[Message]]
-
-
-async def serve(
-    nursery: trio.Nursery, home: Path, spec: proto.Socket[proto.Message], handler: Handler
-) -> None:
-    await nursery.start(
-        lambda task_status: proto.serve_unix(
-            spec, spec.default_path(home), handler, shutdown=trio.Event(), task_status=task_status
-        )
-    )
 
 
 def printed(capsys: pytest.CaptureFixture[str], *, stderr: bool = True) -> str:
@@ -436,7 +424,7 @@ def test_sessions_list_and_show_render_the_records(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_session(short_dir)
-    (short_dir / "config").mkdir()
+    (short_dir / "config").mkdir(exist_ok=True)
     assert app(["sessions", "list", "--home", str(short_dir)], result_action="return_value") == 0
     out = printed(capsys)
     assert "chat-abcdefgh  created 2026-11-30T08:00:00Z      3 records" in out
@@ -470,7 +458,7 @@ def test_audit_tail_renders_the_records(
         status="ok",
         reason=HOSTILE,
     )
-    (short_dir / "config").mkdir()
+    (short_dir / "config").mkdir(exist_ok=True)
     audit = short_dir / "audit"
     audit.mkdir()
     (audit / "2026-11.jsonl").write_bytes(
@@ -494,7 +482,7 @@ async def test_a_roles_error_message_is_one_inert_line(
         raise proto.ServiceError("internal", HOSTILE, runbook=SHORT_HOSTILE)
 
     await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
-    (short_dir / "config").mkdir()
+    (short_dir / "config").mkdir(exist_ok=True)
     with trio.fail_after(CAP_S):
         done = await trio.run_process(
             [sys.executable, "-m", "bxctl", "recall", "x", "--home", str(short_dir)],
