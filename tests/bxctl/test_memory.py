@@ -450,3 +450,15 @@ def test_the_block_is_what_follows_system_md_and_its_blank_line(
     system: str, block: str | None
 ) -> None:
     assert memory_block_of(system) == block
+
+
+def test_why_says_an_edit_was_approved_with_the_owners_changes() -> None:
+    from bxctl._memory import describe_why
+
+    edit = why_edit(proposed='{"action":"add","file":"user","text":"Likes tea"}')
+    shown = describe_why([WhyEntry(file="user", entry="Likes green tea", edits=[edit])], "tea")
+    assert "approved with your changes; boxmaker had proposed:" in shown
+    assert '"text":"Likes tea"' in shown
+    assert "had proposed" not in describe_why(
+        [WhyEntry(file="user", entry="Likes green tea", edits=[why_edit()])], "tea"
+    )

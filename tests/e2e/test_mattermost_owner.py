@@ -106,3 +106,7 @@ async def test_the_owner_edits_a_proposal_before_approving_it(mms: MattermostSta
     log = (mms.session_dir(asked) / proto.LOG_FILE).read_text()
     assert "the owner approved this call with changes" in log  # the model is told
     await mms.until(lambda: "Approved with your changes" in mms.card(card), "the outcome")
+    mms.says("!why green tea", root=asked)
+    why = await bot_says(mms, asked, "**memory.md**")
+    assert "approved by you with your changes" in why
+    assert "boxmaker had proposed" in why

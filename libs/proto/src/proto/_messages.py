@@ -143,6 +143,8 @@ class WhyEdit(msgspec.Struct, frozen=True, kw_only=True):
     """The owner's last message before the call in its session, raw (None: none found)."""
     previous: str | None
     """The text this edit replaced or rewrote into the entry, if it was one."""
+    proposed: str | None = None
+    """The model's arguments, when the owner approved a version of their own."""
 
 
 class WhyEntry(msgspec.Struct, frozen=True, kw_only=True):

@@ -128,6 +128,10 @@ class ApprovalPoster:
         for part in parts:
             post = await self._card(channel, root, approval.id, part)
             self.ledger.approval_post(known, post.id, part=True)
+        if again and known.revised:  # the owner's version waits for their yes: say it again
+            text = revision_message(known.id, known.revised)
+            post = await self._card(channel, root, approval.id, text)
+            self.ledger.approval_post(known, post.id, part=True)
         # The owner may have reacted before the bridge knew a post's id (its create was
         # answered late, or found again after a lost answer): the stream's event was not
         # recognised then.

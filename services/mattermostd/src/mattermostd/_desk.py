@@ -191,6 +191,8 @@ def _who(edit: WhyEdit) -> str:
     surface = edit.surface
     if edit.decision == "owner":
         made = "your own edit"
+    elif edit.proposed is not None:
+        made = "approved by you with your changes"
     elif edit.decision == "approved" or edit.approval:
         made = "approved by you"
     else:
@@ -227,6 +229,8 @@ def _why(found: list[WhyEntry], part: str) -> str:
                 lines.append(f"  you had said: {proto.code_span(edit.owner_said)}")
             if edit.previous:
                 lines.append(f"  it replaced: {proto.code_span(edit.previous)}")
+            if edit.proposed:
+                lines.append(f"  boxmaker had proposed: {proto.code_span(edit.proposed)}")
         blocks.append("\n".join(lines))
     more = len(found) - WHY_LIMIT
     if more > 0:

@@ -154,6 +154,7 @@ class _Teller:
             taint=record.taint,
             owner_said=None if record.decision == "owner" else self._owner_said(record),
             previous=previous,
+            proposed=record.proposed,
         )
 
     def _owner_said(self, record: EditRecord) -> str | None:

@@ -263,6 +263,9 @@ def _why_edit(edit: WhyEdit) -> list[str]:
     if edit.previous is not None:
         lines.append("    before this edit it read:")
         lines.append(_indented(edit.previous, "      "))
+    if edit.proposed is not None:
+        lines.append("    approved with your changes; boxmaker had proposed:")
+        lines.append(_indented(edit.proposed, "      "))
     return lines
 
 
