@@ -110,3 +110,21 @@ async def test_the_owner_edits_a_proposal_before_approving_it(mms: MattermostSta
     why = await bot_says(mms, asked, "**memory.md**")
     assert "approved by you with your changes" in why
     assert "boxmaker had proposed" in why
+
+
+async def test_the_owners_pending_version_survives_a_killed_bridge(mms: MattermostStack) -> None:
+    proposal = {"action": "add", "file": "memory", "text": "Owner drinks tea."}
+    mms.stack.script(Step(tool_calls=[("memory", json.dumps(proposal))]), Step(text="Noted."))
+    asked = mms.says("remember what I drink")
+    card = await mms.approval(asked)
+    code = mms.code(card)
+    mms.says(f"edit {code}: Owner drinks strong tea.", root=asked)
+    await mms.approval(asked, 2)  # "Your version", shown back
+    await mms.kill()
+    await mms.start()
+    again = await mms.approval(asked, 4)  # re-announced, and the owner's version with it
+    assert "**Your version**" in mms.card(again)
+    assert "Owner drinks strong tea." in mms.card(again)
+    mms.says(f"yes {code}", root=asked)
+    assert (await mms.answered(asked)).message.endswith("Noted.")
+    assert memory(mms) == "Owner drinks strong tea."
