@@ -18,7 +18,7 @@ from bxctl_run import run, serve
 
 import proto
 from bxctl import CommandError, app
-from bxctl._sessions import memory_block_of
+from entries import memory_block_of
 from proto import (
     ApprovalDecide,
     Approvals,

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+import entries
 from entries import EditRefused, apply_edit, arguments_json, inverse
 from proto import (
     ConsolidateItem,
@@ -184,3 +185,19 @@ def test_a_stale_undo_is_refused_with_the_spec_sentence() -> None:
     assert str(refused.value).endswith(
         "the file may have changed since the edit was proposed, so nothing was changed."
     )
+
+
+def test_with_text_changes_only_the_text_of_an_add_or_replace() -> None:
+    import json
+
+    add = '{"action":"add","file":"user","text":"Likes tea"}'
+    assert json.loads(entries.with_text(add, "Likes green tea") or "") == {
+        "action": "add",
+        "file": "user",
+        "text": "Likes green tea",
+    }
+    replace = '{"action":"replace","file":"memory","old":"a","text":"b"}'
+    assert json.loads(entries.with_text(replace, "c") or "")["old"] == "a"
+    assert entries.with_text('{"action":"remove","file":"memory","old":"a"}', "x") is None
+    assert entries.with_text(add, "  ") is None
+    assert entries.with_text("not json", "x") is None

@@ -13,6 +13,8 @@ from ._archive import ArchiveEntry as ArchiveEntry
 from ._archive import archive_record as archive_record
 from ._archive import is_archive_header as is_archive_header
 from ._archive import parse_archive as parse_archive
+from ._block import BLOCK_START as BLOCK_START
+from ._block import memory_block_of as memory_block_of
 from ._block import render_block as render_block
 from ._block import soul_text as soul_text
 from ._errors import EditRefused as EditRefused
@@ -28,6 +30,7 @@ from ._format import parse as parse
 from ._format import render as render
 from ._inverse import arguments_json as arguments_json
 from ._inverse import inverse as inverse
+from ._inverse import with_text as with_text
 from ._limits import MEMORY_LIMIT as MEMORY_LIMIT
 from ._limits import SOUL_LIMIT as SOUL_LIMIT
 from ._limits import USER_LIMIT as USER_LIMIT
@@ -41,6 +44,7 @@ from ._sentences import updated as updated
 
 __all__ = [
     "ARCHIVE_HEADER_PATTERN",
+    "BLOCK_START",
     "MEMORY_LIMIT",
     "SEPARATOR_LINE",
     "SOUL_LIMIT",
@@ -62,6 +66,7 @@ __all__ = [
     "is_entry",
     "is_separator",
     "limit_for",
+    "memory_block_of",
     "over_limit",
     "parse",
     "parse_archive",
@@ -70,4 +75,5 @@ __all__ = [
     "render_block",
     "soul_text",
     "updated",
+    "with_text",
 ]

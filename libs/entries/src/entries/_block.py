@@ -7,9 +7,24 @@ from collections.abc import Sequence
 from ._format import chars, lf, render
 from ._limits import MEMORY_LIMIT, USER_LIMIT
 
-__all__ = ["render_block", "soul_text"]
+__all__ = ["BLOCK_START", "memory_block_of", "render_block", "soul_text"]
 
 _EMPTY = "(empty)"
+BLOCK_START = "# soul.md\n"
+"""The memory block's first line (spec §4): loopd appends it after system.md and a blank line."""
+
+
+def memory_block_of(system: str) -> str | None:
+    """The memory block in a session's system prompt, or None if it has none.
+
+    loopd writes `system.md` (its trailing newlines trimmed), a blank line, then the block,
+    so the block starts at the first blank line followed by `# soul.md`: system.md is the
+    owner's own file, and a soul.md holding that line would come after it anyway.
+    """
+    if system.startswith(BLOCK_START):
+        return system
+    at = system.find("\n\n" + BLOCK_START)
+    return None if at < 0 else system[at + 2 :]
 
 
 def soul_text(text: str) -> str:

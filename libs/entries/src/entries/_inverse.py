@@ -29,9 +29,11 @@ from proto import (
     MemoryFile,
     MemoryRemove,
     MemoryReplace,
+    ToolArgsError,
+    parse_memory_args,
 )
 
-__all__ = ["arguments_json", "inverse"]
+__all__ = ["arguments_json", "inverse", "with_text"]
 
 
 def inverse(file: MemoryFile, before: Sequence[str], after: Sequence[str]) -> MemoryArgs:
@@ -65,6 +67,27 @@ def inverse(file: MemoryFile, before: Sequence[str], after: Sequence[str]) -> Me
     ]
     items += [ConsolidateItem(old=entry, drop=True) for entry in new if entry not in coming]
     return MemoryConsolidate(file=file, entries=items)
+
+
+def with_text(arguments: str, text: str) -> str | None:
+    """A memory add's or replace's arguments with the owner's `text` in place of the model's.
+
+    The owner's correction before approving (edit before approve): the same action, file
+    and `old`; brokerd checks the result with the same rules. None when `arguments` is not
+    a memory add or replace (a remove or consolidate has no one text to change) or `text`
+    is blank.
+    """
+    if not text.strip():
+        return None
+    try:
+        args = parse_memory_args(arguments)
+    except ToolArgsError:
+        return None
+    if not isinstance(args, MemoryAdd | MemoryReplace):
+        return None
+    call = msgspec.json.decode(arguments)
+    call["text"] = text
+    return msgspec.json.encode(call).decode()
 
 
 def arguments_json(args: MemoryArgs) -> str:

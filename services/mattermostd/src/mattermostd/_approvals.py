@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-import msgspec
-
+import entries
 import proto
 from proto import (
     ApprovalDecide,
@@ -247,14 +246,10 @@ class ApprovalPoster:
         approval = self.board.get(approval_id)
         if approval is None or approval.decided:
             return
-        try:
-            proposed = msgspec.json.decode(approval.arguments)
-        except msgspec.DecodeError:
-            proposed = None
-        if not isinstance(proposed, dict) or proposed.get("action") not in ("add", "replace"):
+        mine = entries.with_text(approval.arguments, text)
+        if mine is None:
             await self.out.post(approval.channel_id, approval.root_id, not_editable(approval.id))
             return
-        mine = msgspec.json.encode({**proposed, "text": text}).decode()
         try:
             revised = await proto.call(
                 self.s.broker_socket,

@@ -89,7 +89,7 @@ class Desk:
                     BaselinePreviewReply,
                     deadline_s=self.s.call_timeout_s,
                 )
-                block = preview.system[preview.system.find("# soul.md") :]
+                block = entries.memory_block_of(preview.system) or "(no memory block)"
                 return "What a new session gets now:\n" + proto.code_block(block, info="md")
             case Help():
                 return COMMANDS_HELP

@@ -9,8 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import msgspec
-
+import entries
 import proto
 from proto import (
     ApprovalDecide,
@@ -116,18 +115,13 @@ def with_text(approval: PendingApproval, text: str) -> str:
     """
     if not text.strip():
         raise CommandError("the new text is empty; to refuse the call, deny it")
-    try:
-        args = proto.parse_memory_args(approval.arguments)
-    except proto.ToolArgsError:
-        args = None
-    if approval.tool != "memory" or not isinstance(args, proto.MemoryAdd | proto.MemoryReplace):
+    arguments = entries.with_text(approval.arguments, text) if approval.tool == "memory" else None
+    if arguments is None:
         raise CommandError(
             f"approval {inline(approval.id)} is not a memory add or replace, so it has no "
             "text to change; approve it as it is, or deny it with a reason"
         )
-    call = msgspec.json.decode(approval.arguments)
-    call["text"] = text
-    return msgspec.json.encode(call).decode()
+    return arguments
 
 
 def approve_with_text(home: Path, approval: str, text: str) -> int:

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import msgspec
 
+import entries
 import proto
 from proto import AssistantRecord, ToolResultRecord, UserRecord
 
 from ._common import CommandError, inline, print_json
 
-__all__ = ["memory_block_of", "resolve_session", "session_block", "sessions_list", "sessions_show"]
+__all__ = ["resolve_session", "session_block", "sessions_list", "sessions_show"]
 
 
 class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -129,23 +130,6 @@ def sessions_show(home: Path, session: str, *, as_json: bool) -> int:
     return 0
 
 
-BLOCK_START = "# soul.md\n"
-"""The memory block's first line (spec §4): loopd appends it after system.md and a blank line."""
-
-
-def memory_block_of(system: str) -> str | None:
-    """The memory block in a session's saved system prompt, or None if it has none.
-
-    loopd writes `system.md` (its trailing newlines trimmed), a blank line, then the block,
-    so the block starts at the first blank line followed by `# soul.md`: system.md is the
-    owner's own file, and a soul.md holding that line would come after it anyway.
-    """
-    if system.startswith(BLOCK_START):
-        return system
-    at = system.find("\n\n" + BLOCK_START)
-    return None if at < 0 else system[at + 2 :]
-
-
 def session_block(home: Path, session: str) -> int:
     """Print the exact memory block `session` started with, from its `0.baseline.json`."""
     try:
@@ -155,7 +139,7 @@ def session_block(home: Path, session: str) -> int:
         raise CommandError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise CommandError(f"cannot read the baseline of {session}: {exc}") from None
-    block = memory_block_of(baseline.system)
+    block = entries.memory_block_of(baseline.system)
     if block is None:
         raise CommandError(
             f"session {session}'s baseline has no memory block (it started before boxmaker "
