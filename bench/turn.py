@@ -62,7 +62,7 @@ import msgspec
 import trio
 
 import proto
-from bench import corpus
+from bench import _calls, corpus
 from bench._up import bxctl_up
 from bench.sockets import _bare_call, _serve
 from loopd._sessions import Session, SessionStore
@@ -151,8 +151,10 @@ class InstantModel:
     a text answer. The time it spent, and how many completions it answered, are shared.
     """
 
-    def __init__(self, seed: int, pace_s: float = 0.0) -> None:
+    def __init__(self, seed: int, folder: Path, pace_s: float = 0.0) -> None:
         self.pace_s = pace_s
+        self.folder = folder
+        """The folder a tool-call turn's calls list (`bench/_calls.py`)."""
         """With a pace, each event after the first is sent that long after the last (the
         time a server takes to generate a token); else the whole answer goes at once."""
         context = multiprocessing.get_context("fork")
@@ -235,6 +237,9 @@ class InstantModel:
         # `messages` comes last in loopd's body: the last message is near the end.
         last = body.rfind(b'"role":"')
         total = len(body) // 4
+        made = _calls.calls_made(body)
+        if made is not None and made < _calls.CALLS:
+            return _stream([_event(_calls.call_event(self.folder))], total)
         marked = b'"role":"user","content":"' + RECALL_MARK.encode()
         if body.startswith(marked, last):
             return _recall_call(words.query(), total)
@@ -267,6 +272,7 @@ class Words:
 
 
 ROLES = ("loopd", "brokerd", "memoryd")
+BARE = ("bare socket", "bare fsync")
 
 
 def role_pids(parent: int) -> dict[str, int]:
@@ -293,8 +299,11 @@ def cpu_s(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def running_boxmaker(home: Path, model_url: str) -> Iterator[dict[str, int]]:
-    """`bxctl init` a home for the instant model, `bxctl up` it; stop it at the end."""
+def running_boxmaker(home: Path, model_url: str, folder: Path) -> Iterator[dict[str, int]]:
+    """`bxctl init` a home for the instant model, `bxctl up` it; stop it at the end.
+
+    The home gets an `auto` grant of `list_dir` in `folder`, for the tool-call turns.
+    """
     env = {**os.environ, "BOXMAKER_HOME": str(home)}
     bxctl = [sys.executable, "-m", "bxctl"]
     subprocess.run(
@@ -305,6 +314,7 @@ def running_boxmaker(home: Path, model_url: str) -> Iterator[dict[str, int]]:
     loopd.write_text(
         loopd.read_text().replace("context_tokens = 8192", "context_tokens = 1000000000")
     )
+    (home / "grants" / "bench-list.toml").write_text(_calls.grant(folder))
     with bxctl_up(bxctl, env) as up:
         yield role_pids(up.pid)
 
@@ -356,6 +366,7 @@ class Bench:
     pids: dict[str, int]
     figures: Figures = field(default_factory=Figures)
     calls: int = 0
+    call_times: _calls.CallTimes = field(default_factory=_calls.CallTimes)
 
     def socket(self, spec: proto.Socket[proto.Message]) -> Path:
         return spec.default_path(self.home)
@@ -417,6 +428,31 @@ class Bench:
                     taint=Label(),
                 )
                 add(name, await _timed(proto.call(self.socket(spec), request, ToolResponse)))
+
+
+async def _call_turns(bench: Bench, turns: int, reps: int) -> None:
+    """Tool-call turns in a session of their own, then brokerd's part and the tool's alone."""
+    chat = bench.socket(proto.OWNER_LOOP)
+    opened = await proto.call(chat, proto.SessionOpen(origin="bench"), proto.SessionOpened)
+    times = bench.call_times
+    for _ in range(turns):
+        answered, spent = bench.model.answered, bench.model.spent
+        text = bench.words.text(SAY_WORDS)
+        before = {role: cpu_s(pid) for role, pid in bench.pids.items()}
+        wall = await _calls.say_calls(chat, opened.session, text, times)
+        with trio.fail_after(10):
+            while bench.model.answered < answered + _calls.CALLS + 1:  # noqa: ASYNC110
+                await trio.sleep(0.0001)
+        times.turns.append(wall - (bench.model.spent - spent))
+        for role, pid in bench.pids.items():
+            times.cpu.setdefault(role, []).append(cpu_s(pid) - before[role])
+    loop_broker = bench.socket(proto.LOOP_BROKER)
+    for n in range(reps):
+        times.broker.append(
+            await _calls.broker_leg(loop_broker, f"bench-calls{os.getpid()}", bench.model.folder, n)
+        )
+        times.tool.append(_calls.tool_work(bench.model.folder))
+    print(f"  tool calls: {turns} turns of {_calls.CALLS}", file=sys.stderr)
 
 
 async def _run(bench: Bench, sessions: int, points: list[int], window: int, reps: int) -> None:
@@ -536,6 +572,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--points", default="1,10,100,500", help="turn numbers to report at")
     parser.add_argument("--reps", type=int, default=20, help="repetitions of each piece")
     parser.add_argument(
+        "--call-turns",
+        type=int,
+        default=20,
+        help=f"turns of {_calls.CALLS} tool calls, in a session of their own (default 20)",
+    )
+    parser.add_argument(
         "--pace-ms",
         type=float,
         default=0.0,
@@ -545,14 +587,17 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     points = sorted(int(p) for p in args.points.split(","))
     directory = Path(tempfile.mkdtemp(prefix="bxt", dir="/tmp"))
-    model = InstantModel(seed=17, pace_s=args.pace_ms / 1000)
+    folder = directory / "empty"
+    folder.mkdir()
+    model = InstantModel(seed=17, folder=folder, pace_s=args.pace_ms / 1000)
     bare = directory / "bare" / "s.sock"
     bare.parent.mkdir(mode=0o700)
     child = _serve("bare", bare)
     try:
-        with running_boxmaker(directory / "home", model.url) as pids:
+        with running_boxmaker(directory / "home", model.url, folder) as pids:
             bench = Bench(directory / "home", model, Words(seed=16), bare, pids)
             trio.run(_run, bench, args.sessions, points, args.window, args.reps)
+            trio.run(_call_turns, bench, args.call_turns, args.reps)
     finally:
         child.kill()
         child.wait()
@@ -560,3 +605,6 @@ def main(argv: list[str]) -> None:
         shutil.rmtree(directory, ignore_errors=True)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     _report(bench.figures, points, args.window, args.sessions, load, args.pace_ms)
+    bares = {name: [v for p in points for v in bench.figures.get(p, name)] for name in BARE}
+    plain_p50 = _pct(bench.figures.get(points[0], "plain"), 0.5)
+    _calls.report(bench.call_times, plain_p50, bares, _pct)
