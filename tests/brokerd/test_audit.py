@@ -4,12 +4,15 @@ and the session labels read back at start. Tampering at large is tests/security'
 from __future__ import annotations
 
 import json
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import proto
 from brokerd._audit import UNKNOWN_RESULT, Audit, Verdict
@@ -108,7 +111,7 @@ async def test_the_chain_runs_across_month_files(tmp_path: Path) -> None:
 
 async def test_the_head_holds_the_count_and_the_last_link_under_its_mac(tmp_path: Path) -> None:
     await written(tmp_path, SEPT, OCT)
-    head = msgspec.json.decode((tmp_path / "head").read_bytes(), type=AuditHead)
+    head = msgspec.json.decode((tmp_path / "head").read_bytes().splitlines()[-1], type=AuditHead)
     last = mac_of(lines(tmp_path / "2026-10.jsonl")[-1])
     key = proto.read_key(key_path(tmp_path))
     mac = proto.audit_head_mac(key, records=2, last=last, broken=None)
@@ -287,3 +290,130 @@ async def test_the_audit_says_what_became_of_a_call(tmp_path: Path) -> None:
         "no": ("denied", "denied"),
         "never": ("unknown", None),
     }
+
+
+# -- the head as appended lines, and records made durable after their answer (issue 22) ---
+
+
+def head_lines(directory: Path) -> list[AuditHead]:
+    return [
+        msgspec.json.decode(line, type=AuditHead)
+        for line in (directory / "head").read_bytes().splitlines()
+    ]
+
+
+async def test_each_head_is_a_line_appended_and_a_start_leaves_one(tmp_path: Path) -> None:
+    await written(tmp_path, SEPT, SEPT, SEPT)
+    assert [head.records for head in head_lines(tmp_path)] == [0, 1, 2, 3]
+    assert (tmp_path / "head").read_bytes().endswith(b"\n")
+    again = opened(tmp_path)
+    assert [head.records for head in head_lines(tmp_path)] == [3]
+    assert await verified(again) == Verdict(records=3)
+
+
+async def test_a_long_head_file_is_replaced_by_its_last_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("brokerd._audit_files.HEAD_COMPACT_BYTES", 700)
+    audit = await written(tmp_path, *[SEPT] * 9)
+    heads = head_lines(tmp_path)
+    assert len(heads) < 4  # a head line is about 200 bytes
+    assert heads[-1].records == 9
+    assert await verified(audit) == Verdict(records=9)
+
+
+async def test_a_torn_head_line_at_start_is_a_crash_not_tampering(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await written(tmp_path, SEPT, SEPT)
+    data = (tmp_path / "head").read_bytes()
+    (tmp_path / "head").write_bytes(data[:-40])  # the power cut in the middle of the last head
+    again = opened(tmp_path)
+    assert again.broken is None
+    assert "torn line" in caplog.text
+    assert "runbook" not in caplog.text
+    assert await verified(again) == Verdict(records=2)
+    assert [head.records for head in head_lines(tmp_path)] == [2]
+
+
+async def test_a_fragment_added_to_the_head_while_brokerd_runs_is_found(tmp_path: Path) -> None:
+    audit = await written(tmp_path, SEPT)
+    with (tmp_path / "head").open("ab") as head:
+        head.write(b'{"records":')
+    with trio.fail_after(CAP_S):
+        await audit.append(record("c9"), SEPT)
+    verdict = await verified(audit)
+    assert verdict.broken_at is not None
+    assert "is not a head" in verdict.broken_at
+    assert opened(tmp_path).broken is not None
+
+
+async def test_a_record_not_waited_for_is_written_at_once_and_made_durable_just_after(
+    tmp_path: Path,
+) -> None:
+    audit = opened(tmp_path)
+    with trio.fail_after(CAP_S):
+        async with trio.open_nursery() as nursery:
+            audit.flush_in(nursery)
+            await audit.append(record("c0", status="started"), SEPT)
+            assert head_lines(tmp_path)[-1].records == 1
+            await audit.append(record("c0"), SEPT, durable=False)
+            assert len(lines(tmp_path / "2026-09.jsonl")) == 2  # before its answer goes out
+            assert head_lines(tmp_path)[-1].records == 1  # its head follows
+    assert head_lines(tmp_path)[-1].records == 2
+    assert await verified(audit) == Verdict(records=2)
+
+
+async def test_a_record_whose_head_never_came_is_taken_in_at_start(tmp_path: Path) -> None:
+    """brokerd killed after an outcome's line, before its head: the crash case."""
+    audit = opened(tmp_path)
+    with trio.fail_after(CAP_S):
+        async with trio.open_nursery() as nursery:
+            audit.flush_in(nursery)
+            await audit.append(record("c0", status="started"), SEPT)
+            await audit.append(record("c0"), SEPT, durable=False)
+            nursery.cancel_scope.cancel()
+            head_then = (tmp_path / "head").read_bytes()
+    (tmp_path / "head").write_bytes(head_then)  # as it was when brokerd was killed
+    again = opened(tmp_path)
+    assert again.broken is None
+    assert await verified(again) == Verdict(records=2)
+    assert again.returned == {record("c0").session: Label()}
+
+
+async def test_the_next_decision_makes_an_earlier_outcome_durable_with_it(tmp_path: Path) -> None:
+    audit = opened(tmp_path)
+    with trio.fail_after(CAP_S):
+        async with trio.open_nursery() as nursery:
+            audit.flush_in(nursery)
+            await audit.append(record("c0", status="started"), SEPT)
+            await audit.append(record("c0"), SEPT, durable=False)
+            await audit.append(record("c1", status="started"), OCT)  # a new month file too
+            assert head_lines(tmp_path)[-1].records == 3
+    assert await verified(audit) == Verdict(records=3)
+    assert opened(tmp_path).broken is None
+
+
+@settings(max_examples=40)
+@given(
+    durable=st.lists(st.booleans(), min_size=1, max_size=8),
+    cut=st.integers(min_value=0, max_value=400),
+)
+async def test_a_head_file_cut_anywhere_in_its_last_line_is_never_tampering(
+    durable: list[bool], cut: int
+) -> None:
+    """A crash can leave the head file ending anywhere in the line being appended."""
+    with tempfile.TemporaryDirectory() as name:
+        directory = Path(name) / "audit"
+        audit = opened(directory)
+        with trio.fail_after(CAP_S):
+            async with trio.open_nursery() as nursery:
+                audit.flush_in(nursery)
+                for i, sure in enumerate(durable):
+                    await audit.append(record(f"c{i}"), SEPT, durable=sure)
+        data = (directory / "head").read_bytes()
+        last_start = data.rstrip(b"\n").rfind(b"\n") + 1
+        (directory / "head").write_bytes(data[: min(len(data), last_start + cut)])
+        again = opened(directory)
+        assert again.broken is None
+        assert await verified(again) == Verdict(records=len(durable))

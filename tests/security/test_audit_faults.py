@@ -1,8 +1,9 @@
 """The audit fails closed: a call whose decision cannot be recorded does not run.
 
-Faults are injected where the disk reports them: `os.write` and `os.fsync` fail with
-ENOSPC or EIO for the audit log's file (or the head's temporary file) only, under a
-brokerd prepared as `serve` prepares it, its handlers called over memory streams.
+Faults are injected where the disk reports them: `os.write`, `os.fsync` and `os.ftruncate`
+fail with ENOSPC or EIO for the audit log's file (or the head file, or its temporary file)
+only, under a brokerd prepared as `serve` prepares it, its handlers called over memory
+streams.
 """
 
 from __future__ import annotations
@@ -56,11 +57,12 @@ class CountingRuntime:
 
 
 class Faults:
-    """Makes `os.write` / `os.fsync` fail on chosen files, as a full or failing disk does."""
+    """Makes `os.write` / `os.fsync` / `os.ftruncate` fail on chosen files, as a full or
+    failing disk does."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.rules: list[tuple[str, Callable[[str], bool], int, int]] = []
-        real_write, real_fsync = os.write, os.fsync
+        real_write, real_fsync, real_ftruncate = os.write, os.fsync, os.ftruncate
 
         def write(fd: int, data: Any) -> int:
             self._check("write", fd)
@@ -70,8 +72,13 @@ class Faults:
             self._check("fsync", fd if isinstance(fd, int) else fd.fileno())
             real_fsync(fd)
 
+        def ftruncate(fd: int, length: int) -> None:
+            self._check("ftruncate", fd)
+            real_ftruncate(fd, length)
+
         monkeypatch.setattr(os, "write", write)
         monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(os, "ftruncate", ftruncate)
 
     def fail(self, op: str, target: Callable[[str], bool], code: int, *, after: int = 0) -> None:
         """Fail `op` on files whose path `target` accepts with `code`, after `after` successes."""
@@ -98,7 +105,7 @@ def the_log(path: str) -> bool:
 
 
 def the_head(path: str) -> bool:
-    return "/audit/.head." in path
+    return path.endswith("/audit/head") or "/audit/.head." in path
 
 
 @pytest.fixture
@@ -192,27 +199,25 @@ async def test_an_unwritable_decision_refuses_the_call_and_nothing_runs(
     assert (await verify(prepared(settings, CountingRuntime()))).ok
 
 
-def the_audit_directory(path: str) -> bool:
-    return path.endswith("/audit")
-
-
-async def test_a_head_renamed_in_before_its_write_failed_is_not_taken_for_tampering(
+async def test_a_head_line_that_could_not_be_taken_back_is_not_taken_for_tampering(
     settings: Settings, faults: Faults, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The directory's fsync fails after the new head was renamed in, and putting the old
-    head back fails too: the head on disk is one brokerd wrote, not one someone changed."""
+    """The new head's fsync fails, and cutting it back fails too: the head on disk is one
+    brokerd wrote (whether or not it reached the disk), not one someone changed."""
     runtime = CountingRuntime()
     role = prepared(settings, runtime)
     assert (await answer(role, request("fake", {}, call="before"))).status == "ok"
-    faults.fail("fsync", the_audit_directory, errno.EIO)
-    faults.fail("fsync", the_head, errno.EIO, after=1)  # the old head's, not the new one's
+    faults.fail("fsync", the_head, errno.EIO)
+    faults.fail("ftruncate", the_head, errno.EIO)
     reply = await answer(role, request("fake", {}, call="refused"))
     assert (reply.status, reply.content) == ("error", refusal(errno.EIO, "fake"))
+    assert runtime.ran == ["before"]
     faults.clear()
     with caplog.at_level(logging.INFO):
         assert (await answer(role, request("fake", {}, call="after"))).status == "ok"
         assert await verify(role) == AuditVerified(records=4, ok=True)
     assert "audit-tampered" not in caplog.text
+    assert [r["call"] for r in records(settings)] == ["before", "before", "after", "after"]
     assert (await verify(prepared(settings, CountingRuntime()))).ok
 
 
@@ -275,6 +280,30 @@ async def test_an_unwritable_outcome_is_logged_and_the_answer_goes_out(
     # not on record, and the answer went out.
     again = prepared(settings, CountingRuntime())
     assert again.decider.returned == {request("fake", {}).session: UNKNOWN_RESULT}
+
+
+async def test_an_outcome_that_cannot_be_made_durable_after_its_answer_is_taken_back(
+    settings: Settings, faults: Faults, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An outcome's fsync follows its answer (issue 22); when it fails, the outcome is not
+    on record, and the session counts as sent the worst, as when the write fails."""
+    runtime = CountingRuntime()
+    role = prepared(settings, runtime)
+    faults.fail("fsync", the_log, errno.EIO, after=1)  # the decision's fsync, not the outcome's
+    with trio.fail_after(CAP_S):
+        async with trio.open_nursery() as nursery:
+            role.audit.flush_in(nursery)
+            reply = await answer(role, request("fake", {}, call="ran"))
+            assert (reply.status, reply.content) == ("ok", "ran ran")
+    assert runtime.ran == ["ran"]
+    assert "audit records could not be made durable and were taken back" in caplog.text
+    assert "(runbook: audit-unwritable)" in caplog.text
+    faults.clear()
+    assert [(r["call"], r["status"]) for r in records(settings)] == [("ran", "started")]
+    assert await verify(role) == AuditVerified(records=1, ok=True)
+    again = prepared(settings, CountingRuntime())
+    assert again.decider.returned == {request("fake", {}).session: UNKNOWN_RESULT}
+    assert (await verify(again)).ok
 
 
 class StuckRuntime(CountingRuntime):

@@ -102,7 +102,8 @@ def replace_the_head(home: BrokerdHome) -> None:
 
 def forge_at_the_end(home: BrokerdHome) -> None:
     """Append a record that claims the chain: its prev is the head's, which anyone can read."""
-    head = msgspec.json.decode((home.audit / "head").read_bytes(), type=AuditHead)
+    head_line = (home.audit / "head").read_bytes().splitlines()[-1]  # the last line is the head
+    head = msgspec.json.decode(head_line, type=AuditHead)
     last = msgspec.json.decode(read_lines(home)[-1], type=AuditRecord)
     forged = msgspec.structs.replace(
         last, call="c-forged", decision="approved", prev=head.last, mac="f" * 64

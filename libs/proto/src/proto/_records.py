@@ -176,7 +176,11 @@ class AuditRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 class AuditHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """`audit/head`, the anchor of the audit chain, replaced atomically after each append.
+    """`audit/head`, the anchor of the audit chain: the file's last line.
+
+    brokerd appends a head line (and fsyncs it) after the records it counts are fsynced,
+    and replaces the file by its last line at a start and when it grows long. A head
+    written before issue 22 is the whole file, one line without its newline.
 
     `records` counts the records of every month file; `last` is the last record's `mac`
     (the `prev` the next record will carry; `AUDIT_GENESIS` when there is none);

@@ -3,14 +3,20 @@
 Records are `proto.AuditRecord`. Each carries its own MAC under brokerd's audit key
 (`proto.audit_mac`) and, as `prev`, the MAC of the record before it, across month files
 (the first record's is `proto.AUDIT_GENESIS`). The head (`proto.AuditHead`) holds the
-number of records and the last one's MAC, under a MAC of its own, and is replaced
-atomically after every append. So a changed or forged record fails its MAC, a removed,
-moved or copied one breaks the chain, a cut tail no longer matches the head, and none of
-that can be re-signed or re-anchored without the key.
+number of records and the last one's MAC, under a MAC of its own; a new head is a line
+appended to the head file, and the last line is the head (`_audit_files.py`). So a
+changed or forged record fails its MAC, a removed, moved or copied one breaks the chain, a
+cut tail no longer matches the head, and none of that can be re-signed or re-anchored
+without the key.
 
-Appending writes the line (one `write`, fsync), then the head. If either fails, the line
-is cut back and `append` raises OSError: the record is not on record, and the caller
-must not run the call it describes.
+`append` writes the line (one `write`), fsyncs it, then appends the head and fsyncs it.
+If any of that fails, what was written is cut back and `append` raises OSError: the
+record is not on record, and the caller must not run the call it describes. A record
+that nothing waits on (a call's outcome, a denial) is appended with `durable=False`: its
+line is written before `append` returns and made durable, with its head, just after (by
+a task of the nursery given to `flush_in`), or by the next `append`, whichever comes
+first. A crash in between can lose such a record, never one a call ran under: a
+`started` record without its outcome already counts as the worst label (below).
 
 At start (`open`) the whole log is walked and checked against the head. Records after
 the head that are brokerd's (their MACs hold) are a crash between a record and its head,
@@ -41,6 +47,8 @@ import trio
 
 import proto
 from proto import AUDIT_GENESIS, AUDIT_HEAD, AUDIT_LOG, AuditHead, AuditRecord, Class, Label
+
+from ._audit_files import AuditFiles
 
 __all__ = ["AUDIT_TAMPERED", "AUDIT_UNWRITABLE", "UNKNOWN_RESULT", "Audit", "Verdict"]
 
@@ -150,18 +158,17 @@ def _check(key: bytes, line: proto.Line[AuditRecord], where: str, walk: _Walk) -
     )
 
 
-def _cut_back(path: Path, size: int) -> None:
-    """Take back a line that was not made durable; the caller reports the failure."""
+def _head_line(head: AuditHead) -> bytes:
+    return _encoder.encode(head) + b"\n"
+
+
+def _not_json(data: bytes) -> bool:
+    """Whether `data` is not a JSON document at all (a torn line), as opposed to a wrong one."""
     try:
-        os.truncate(path, size)
-    except OSError as exc:
-        log.error(
-            "the audit line that failed could not be cut back from %s (%s); verify will name "
-            "it (runbook: %s)",
-            path,
-            exc,
-            AUDIT_UNWRITABLE,
-        )
+        msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return True
+    return False
 
 
 class Audit:
@@ -175,11 +182,16 @@ class Audit:
         """Per session, the labels of the results brokerd returned to it (from `open`)."""
         self._lock = trio.Lock()
         self._key = b""
+        self._files = AuditFiles(self.head_path)
         self._count = 0
         self._last = AUDIT_GENESIS
+        """The count and last MAC of the records written (some perhaps not yet durable)."""
+        self._synced = (0, AUDIT_GENESIS)
+        """The count and last MAC of the durable records: what the head on disk holds."""
         self._broken: str | None = None
         self._head_unsure = False
         """A failed append could not put the old head back: what is on disk is not known."""
+        self._nursery: trio.Nursery | None = None
 
     def open(self) -> None:
         """Create the directory (0700) and the key, drop torn tails, check the log.
@@ -201,7 +213,7 @@ class Audit:
                 # A crash in the middle of a write: that line never was a record.
                 log.warning("%s ends in a torn line of %d bytes; removed it", path, torn)
                 os.truncate(path, whole)
-        head, head_problem = self._read_head()
+        head, head_problem = self._read_head(at_start=True)
         walk = _walk(self.directory, self._key, mark=head.records if head else None)
         findings = [walk.broken] if walk.broken else []
         if head_problem is not None:
@@ -237,8 +249,9 @@ class Audit:
             walk.labels[session] = UNKNOWN_RESULT if seen is None else seen.join(UNKNOWN_RESULT)
         self.returned = walk.labels
         self._count, self._last, self._broken = walk.records, walk.last, broken
-        if head != self._head():
-            proto.write_atomically(self.head_path, _encoder.encode(self._head()))
+        self._synced = (self._count, self._last)
+        # One line again, whatever it held: the heads before it say nothing more.
+        self._files.replace_head(_head_line(self._head()))
 
     @property
     def broken(self) -> str | None:
@@ -265,15 +278,19 @@ class Audit:
             )
         return []
 
-    def _head(self) -> AuditHead:
-        """The head for what this brokerd has written."""
-        mac = proto.audit_head_mac(
-            self._key, records=self._count, last=self._last, broken=self._broken
-        )
-        return AuditHead(records=self._count, last=self._last, broken=self._broken, mac=mac)
+    def _head(self, *, synced: bool = False) -> AuditHead:
+        """The head for what this brokerd has written (or made durable, with `synced`)."""
+        records, last = self._synced if synced else (self._count, self._last)
+        mac = proto.audit_head_mac(self._key, records=records, last=last, broken=self._broken)
+        return AuditHead(records=records, last=last, broken=self._broken, mac=mac)
 
-    def _read_head(self) -> tuple[AuditHead | None, str | None]:
+    def _read_head(self, *, at_start: bool = False) -> tuple[AuditHead | None, str | None]:
         """The head on disk (None when there is none), or the sentence why it is unusable.
+
+        The head is the file's last line. A last line without its newline is a head
+        written whole (as brokerd wrote them before its heads were appended), or, at a
+        start and after a head line, one torn by a crash (the power cut while it was
+        written): the line before it is the head, and the start replaces the file.
 
         Raises:
             OSError: it exists but cannot be read.
@@ -282,8 +299,17 @@ class Audit:
             data = self.head_path.read_bytes()
         except FileNotFoundError:
             return None, None
+        *lines, last = data.split(b"\n")
+        if last and at_start and lines and lines[-1] and _not_json(last):
+            log.warning(
+                "%s ends in a torn line of %d bytes (a crash while a head was written); "
+                "the line before it is the head",
+                self.head_path,
+                len(last),
+            )
+            last = b""
         try:
-            head = _head_decoder.decode(data)
+            head = _head_decoder.decode(last or (lines[-1] if lines else b""))
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             return None, f"the head file {self.head_path} is not a head ({exc})"
         mac = proto.audit_head_mac(
@@ -296,44 +322,89 @@ class Audit:
             )
         return head, None
 
-    async def append(self, record: AuditRecord, now: datetime) -> None:
+    def flush_in(self, nursery: trio.Nursery) -> None:
+        """Make records appended with `durable=False` durable in tasks of `nursery`.
+
+        Until this is called such records are made durable before `append` returns.
+        """
+        self._nursery = nursery
+
+    async def append(self, record: AuditRecord, now: datetime, *, durable: bool = True) -> None:
         """Chain `record` to the last one, append it to the month of `now`, move the head.
 
-        Raises:
-            OSError: the record could not be made durable; it is not in the log (its line
-                was cut back) and the chain is left as it was.
-        """
-        async with self._lock:
-            await trio.to_thread.run_sync(self._append_now, record, now)
+        With `durable` (a call's decision, before the call runs) the line and its head are
+        fsynced before this returns; without, the line is written and its fsync and head
+        follow at once in a task of the `flush_in` nursery (a call's outcome, whose answer
+        need not wait for them).
 
-    def _append_now(self, record: AuditRecord, now: datetime) -> None:
+        Raises:
+            OSError: the record could not be written (or, with `durable`, made durable);
+                it is not in the log (what was written was cut back) and the chain is left
+                as it was.
+        """
+        durable = durable or self._nursery is None
+        async with self._lock:
+            await trio.to_thread.run_sync(self._append_now, record, now, durable)
+        if not durable:
+            assert self._nursery is not None
+            self._nursery.start_soon(self.flush)
+
+    async def flush(self) -> None:
+        """Make every record written durable, with its head; a failure is logged."""
+        with trio.CancelScope(shield=True):  # records of a stopping brokerd too
+            async with self._lock:
+                if self._synced[0] != self._count:
+                    await trio.to_thread.run_sync(self._flush_now)
+
+    def _flush_now(self) -> None:
+        try:
+            self._sync()
+        except OSError as exc:
+            log.error(
+                "audit records could not be made durable and were taken back: %s (runbook: %s)",
+                exc,
+                AUDIT_UNWRITABLE,
+            )
+
+    def _append_now(self, record: AuditRecord, now: datetime, durable: bool) -> None:
         if (
             self._broken is None
             and not self._head_unsure
             and (problem := self._head_problem()) is not None
         ):
             self._keep(problem)
+        path = proto.month_file(self.directory, now)
+        if self._files.log_path != path:
+            self._sync()  # a new month: an fsync of its file would not cover the last one's
         chained = msgspec.structs.replace(record, prev=self._last)
         signed = msgspec.structs.replace(chained, mac=proto.audit_mac(self._key, chained))
-        line = _encoder.encode(signed)
-        path = proto.month_file(self.directory, now)
-        before = self._head()
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            size = 0
+        self._files.write(path, _encoder.encode(signed))
         self._count, self._last = self._count + 1, signed.mac
+        if durable:
+            self._sync()
+
+    def _sync(self) -> None:
+        """Make the lines written durable, then their head; else take them all back.
+
+        Raises:
+            OSError: the records since the last durable head are not in the log.
+        """
+        if self._synced[0] == self._count and not self._head_unsure:
+            return
         try:
-            proto.append_line(path, line)
-            proto.write_atomically(self.head_path, _encoder.encode(self._head()))
+            self._files.sync(_head_line(self._head()))
         except OSError:
-            self._count, self._last = before.records, before.last
-            _cut_back(path, size)
-            try:  # in case the new head was renamed in
-                proto.write_atomically(self.head_path, _encoder.encode(before))
-            except OSError:
+            lost = self._count - self._synced[0]
+            self._count, self._last = self._synced
+            if not self._files.cut_back():
                 self._head_unsure = True  # brokerd's own head, whichever: not a finding
+            if lost > 1:
+                log.error(
+                    "%s taken back from the audit log: they could not be made durable",
+                    _records(lost),
+                )
             raise
+        self._synced = (self._count, self._last)
         self._head_unsure = False
 
     async def call_state(self, session: str, call: str) -> proto.CallStateReply:
@@ -368,6 +439,7 @@ class Audit:
         What it finds is kept in the head (as a start keeps it), so that the next append,
         which rewrites the head, cannot make the log verify again.
         """
+        self._flush_now()  # records written, not yet durable: a head must not precede them
         walk = _walk(self.directory, self._key)
         found = walk.broken
         if found is None and self._broken is not None:
@@ -391,7 +463,7 @@ class Audit:
         if self._broken is None:
             self._keep(found)
             try:
-                proto.write_atomically(self.head_path, _encoder.encode(self._head()))
+                self._files.replace_head(_head_line(self._head()))
             except OSError as exc:
                 log.error(
                     "the finding could not be kept in the audit head: %s (runbook: %s)",
@@ -406,10 +478,13 @@ class Audit:
         Raises:
             OSError: it exists but cannot be read.
         """
+        if self._files.head_unchanged():
+            return None
+        self._files.forget_head()  # whatever is there now: the next head replaces it
         head, problem = self._read_head()
         if problem is not None:
             return problem
-        if head != self._head():
+        if head != self._head(synced=True):
             missing = head is None
             return f"the head file {self.head_path} " + (
                 "is missing" if missing else "is not the one brokerd wrote last (replaced)"

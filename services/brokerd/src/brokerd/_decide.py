@@ -451,9 +451,14 @@ class Decider:
         )
 
     async def _append(self, record: AuditRecord, now: datetime) -> None:
-        """Append an outcome record; a failure is logged (the call's answer still goes out)."""
+        """Append an outcome record; a failure is logged (the call's answer still goes out).
+
+        Its fsync and head follow the answer (`Audit.append`'s `durable`): nothing runs
+        under an outcome, and a crash that loses one leaves the call's `started` record
+        without it, which counts as the worst label.
+        """
         try:
-            await self.audit.append(record, now)
+            await self.audit.append(record, now, durable=False)
         except OSError as exc:
             log.error(
                 "the audit record of the outcome of call %s could not be written: %s (runbook: %s)",

@@ -118,6 +118,7 @@ class Brokerd:
         await work.start(partial(serve, proto.LOOP_BROKER, s.loop_socket, self.handle_loop))
         await work.start(partial(serve, proto.OWNER_BROKER, s.admin_socket, self.handle_owner))
         work.start_soon(self._withdraw_on_shutdown, shutdown)
+        self.audit.flush_in(work)
         grants = len(self.grants.by_tool)
         problems = len(self.grants.problems)
         status = (
