@@ -36,7 +36,12 @@ Targets (issue 16): plain p99 <= 3 ms and recall p99 <= 10 ms, and flat in sessi
 length: the last point <= 1.1x the first (p50). Other work on the machine moves every
 figure: the load average is printed beside them.
 
-    just bench turn [--sessions N] [--window N] [--points 1,10,100,500]
+Then, in a session of their own, `--call-turns` turns of ten tool calls each
+(`bench/_calls.py`): each call's overhead as the chat client sees it, brokerd's part
+alone, each role's CPU per call and the floor of a round trip and three fsyncs, beside
+issue 22's targets (3 ms p50, 6 ms p99 a call).
+
+    just bench turn [--sessions N] [--window N] [--points 1,10,100,500] [--call-turns N]
 """
 
 from __future__ import annotations
