@@ -94,9 +94,15 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["BOXMAKER_HOME"] = str(home.expanduser())
         _common.remember_home(home)
     try:
-        from ._app import app
+        from ._quick import route
 
-        result = app(args, result_action="return_value")
+        call = route(args)
+        if call is None:
+            from ._app import app
+
+            result = app(args, result_action="return_value")
+        else:  # what cyclopts would call, without loading it (_quick)
+            result = call.command(*call.args, **call.kwargs)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
