@@ -4,8 +4,7 @@ Nothing is imported until it is used, so that `bxctl --help` and the one-request
 commands start fast.
 """
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # as typing's, without importing typing for `bxctl --help`
 if TYPE_CHECKING:
     from ._app import app as app
     from ._common import CommandError as CommandError

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+
+TYPE_CHECKING = False  # as typing's: `bxctl --help` imports neither typing nor pathlib
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def take_home(argv: list[str]) -> tuple[list[str], Path | None]:
@@ -19,7 +22,7 @@ def take_home(argv: list[str]) -> tuple[list[str], Path | None]:
     Options after a lone `--` are arguments, not options: they stay.
     """
     rest: list[str] = []
-    home: Path | None = None
+    home: str | None = None
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -27,16 +30,20 @@ def take_home(argv: list[str]) -> tuple[list[str], Path | None]:
             rest.extend(argv[i:])
             break
         if arg == "--home" and i + 1 < len(argv):
-            home = Path(argv[i + 1])
+            home = argv[i + 1]
             i += 2
             continue
         if arg.startswith("--home="):
-            home = Path(arg.removeprefix("--home="))
+            home = arg.removeprefix("--home=")
             i += 1
             continue
         rest.append(arg)
         i += 1
-    return rest, home
+    if home is None:
+        return rest, None
+    from pathlib import Path
+
+    return rest, Path(home)
 
 
 def not_text(args: list[str]) -> str | None:
@@ -94,9 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["BOXMAKER_HOME"] = str(home.expanduser())
         _common.remember_home(home)
     try:
-        from ._app import app
+        from ._quick import route
 
-        result = app(args, result_action="return_value")
+        call = route(args)
+        if call is None:
+            from ._app import app
+
+            result = app(args, result_action="return_value")
+        else:  # what cyclopts would call, without loading it (_quick)
+            result = call.command(*call.args, **call.kwargs)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

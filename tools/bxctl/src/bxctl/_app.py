@@ -1,9 +1,10 @@
 """bxctl's commands: one sub-app per noun, docstrings as `--help`.
 
 Only cyclopts is imported here; each command imports what it uses when it runs, so that
-`bxctl --help` and the one-request commands start fast (`just bench cli`). The
-one-request commands are plain functions on the blocking client (no trio); `up` and
-`chat` run under trio.
+the one-request commands start fast (`just bench cli`). The one-request commands are
+plain functions on the blocking client (no trio); `up` and `chat` run under trio. The
+most used of them are `_quick`'s functions, which `bxctl` also calls without cyclopts
+when their arguments are plain (`_quick.route`): their bodies pass every argument on.
 """
 
 from __future__ import annotations
@@ -173,9 +174,9 @@ def approvals_list(*, home: Home = None, json: Json = False) -> int:
 
     Example: bxctl approvals list
     """
-    from ._owner import approvals_list as run
+    from . import _quick
 
-    return run(_home(home), as_json=json)
+    return _quick.approvals_list(home=home, json=json)
 
 
 @approvals.command
@@ -225,9 +226,9 @@ def show(*, home: Home = None) -> int:
 
     Example: bxctl memory show
     """
-    from ._owner import memory_show
+    from . import _quick
 
-    return memory_show(_home(home))
+    return _quick.memory_show(home=home)
 
 
 MemoryFileOption = Annotated[
@@ -366,15 +367,9 @@ def recall(*words: str, home: Home = None, k: Annotated[int, Parameter(alias="-k
         home: the boxmaker home.
         k: how many hits at most, 1 to 10.
     """
-    from ._common import CommandError
-    from ._owner import recall as run
+    from . import _quick
 
-    query = " ".join(words).strip()
-    if not query:
-        raise CommandError("say what to look for: `bxctl recall Heron launch`")
-    if not 1 <= k <= 10:
-        raise CommandError(f"-k is how many hits to show, 1 to 10; {k} is not")
-    return run(_home(home), query, k)
+    return _quick.recall(*words, home=home, k=k)
 
 
 sessions = App(name="sessions", help="The conversations boxmaker has had.", sort_key=13)
@@ -387,9 +382,9 @@ def sessions_list(*, home: Home = None, json: Json = False) -> int:
 
     Example: bxctl sessions list
     """
-    from ._sessions import sessions_list as run
+    from . import _quick
 
-    return run(_home(home), as_json=json)
+    return _quick.sessions_list(home=home, json=json)
 
 
 @sessions.command(name="show")

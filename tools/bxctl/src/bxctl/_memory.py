@@ -15,8 +15,6 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import trio
-
 import entries
 import proto
 from proto import (
@@ -75,6 +73,8 @@ def terminal_confirm(*, yes: bool, what: str) -> Confirm:
         print(question)  # with --yes too: what changed stays in the script's log
         if yes:
             return True
+        import trio  # here, not at the top: `bxctl approvals list` imports this module
+
         answer = await trio.to_thread.run_sync(input, "change it? [y/N] ")
         return answer.strip().lower() in ("y", "yes")
 
