@@ -25,7 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import proto
 from bench._up import bxctl_up
+
+SESSIONS = 5
 
 TARGETS_MS = {
     "--help": 100,
@@ -74,6 +77,13 @@ def main(argv: list[str]) -> None:
             check=True,
         )
         with bxctl_up(bxctl, env):
+            for _ in range(SESSIONS):  # so that `sessions list` lists some
+                proto.call_blocking(
+                    proto.OWNER_LOOP.default_path(home),
+                    proto.SessionOpen(origin="bench"),
+                    proto.SessionOpened,
+                    deadline_s=10,
+                )
             bare = _time([sys.executable, "-c", "pass"], env, args.runs)
             print(f"bxctl, {args.runs} runs each, as whole processes ({_load()})")
             print(
