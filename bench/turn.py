@@ -36,7 +36,10 @@ Targets (issue 16): plain p99 <= 3 ms and recall p99 <= 10 ms, and flat in sessi
 length: the last point <= 1.1x the first (p50). Other work on the machine moves every
 figure: the load average is printed beside them.
 
-    just bench turn [--sessions N] [--window N] [--points 1,10,100,500]
+With `--profile`, each role runs its measured turns under cProfile, and the top functions
+of each role per turn of each kind are printed after the table (`bench/_profiling.py`).
+
+    just bench turn [--sessions N] [--window N] [--points 1,10,100,500] [--profile]
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ import msgspec
 import trio
 
 import proto
-from bench import corpus
+from bench import _profiling, corpus
 from bench._up import bxctl_up
 from bench.sockets import _bare_call, _serve
 from loopd._sessions import Session, SessionStore
@@ -293,9 +296,16 @@ def cpu_s(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def running_boxmaker(home: Path, model_url: str) -> Iterator[dict[str, int]]:
-    """`bxctl init` a home for the instant model, `bxctl up` it; stop it at the end."""
+def running_boxmaker(
+    home: Path, model_url: str, profile: Path | None = None
+) -> Iterator[dict[str, int]]:
+    """`bxctl init` a home for the instant model, `bxctl up` it; stop it at the end.
+
+    With `profile`, the roles run with `bench._profiling`'s hook, writing there.
+    """
     env = {**os.environ, "BOXMAKER_HOME": str(home)}
+    if profile is not None:
+        env |= {_profiling.ENV: str(profile), "PYTHONPATH": _profiling.site_dir(profile)}
     bxctl = [sys.executable, "-m", "bxctl"]
     subprocess.run(
         [*bxctl, "init", "--model-url", model_url], env=env, capture_output=True, check=True
@@ -356,15 +366,23 @@ class Bench:
     pids: dict[str, int]
     figures: Figures = field(default_factory=Figures)
     calls: int = 0
+    profile: Path | None = None
+    """Where the roles' profiles go (`--profile`), and how many turns of each kind hold."""
+    profiled: dict[str, int] = field(default_factory=lambda: {"plain": 0, "recall": 0})
 
     def socket(self, spec: proto.Socket[proto.Message]) -> Path:
         return spec.default_path(self.home)
 
-    async def turn(self, session: str, number: int) -> tuple[str, float]:
+    async def turn(self, session: str, number: int, *, measured: bool) -> tuple[str, float]:
         """Say one turn; return its kind and its overhead (wall minus the model's time)."""
         kind = "plain" if number % 2 else "recall"
         text = self.words.text(SAY_WORDS)
         calls = 1 if kind == "plain" else 2
+        profiled = measured and self.profile is not None
+        if profiled:
+            assert self.profile is not None
+            _profiling.begin(self.profile, kind, self.pids)
+            self.profiled[kind] += 1
         answered, spent = self.model.answered, self.model.spent
         wall = await _say(
             self.socket(proto.OWNER_LOOP),
@@ -374,6 +392,8 @@ class Bench:
         with trio.fail_after(10):  # the model's count of its time is just behind its answer
             while self.model.answered < answered + calls:  # noqa: ASYNC110 (another process)
                 await trio.sleep(0.0001)
+        if profiled:
+            _profiling.end(self.pids)
         return kind, wall - (self.model.spent - spent)
 
     async def pieces(self, point: int, shadow: Session, reps: int) -> None:
@@ -431,7 +451,7 @@ async def _run(bench: Bench, sessions: int, points: list[int], window: int, reps
         for number in range(1, last + 1):
             inside = [p for p in points if p <= number < p + window]
             before = {role: cpu_s(pid) for role, pid in bench.pids.items()} if inside else {}
-            kind, overhead = await bench.turn(opened.session, number)
+            kind, overhead = await bench.turn(opened.session, number, measured=bool(inside))
             for role, pid in bench.pids.items() if inside else ():
                 spent = cpu_s(pid) - before[role]
                 for point in inside:
@@ -542,21 +562,38 @@ def main(argv: list[str]) -> None:
         help="the model sends a token every this many ms, as a real one does (default: all "
         "at once, so every event's handling counts; with a pace most of it overlaps)",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run each role's measured turns under cProfile and print its top functions "
+        "per turn (every figure is then inflated by the profiler)",
+    )
+    parser.add_argument("--profile-top", type=int, default=16, help="functions per profile")
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        help="keep the profiles there (ROLE-KIND.prof; implies --profile)",
+    )
     args = parser.parse_args(argv)
     points = sorted(int(p) for p in args.points.split(","))
     directory = Path(tempfile.mkdtemp(prefix="bxt", dir="/tmp"))
+    profile = args.profile_dir or (directory / "profile" if args.profile else None)
+    if profile is not None:
+        profile.mkdir(parents=True, exist_ok=True)
     model = InstantModel(seed=17, pace_s=args.pace_ms / 1000)
     bare = directory / "bare" / "s.sock"
     bare.parent.mkdir(mode=0o700)
     child = _serve("bare", bare)
     try:
-        with running_boxmaker(directory / "home", model.url) as pids:
-            bench = Bench(directory / "home", model, Words(seed=16), bare, pids)
+        with running_boxmaker(directory / "home", model.url, profile) as pids:
+            bench = Bench(directory / "home", model, Words(seed=16), bare, pids, profile=profile)
             trio.run(_run, bench, args.sessions, points, args.window, args.reps)
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        _report(bench.figures, points, args.window, args.sessions, load, args.pace_ms)
+        if profile is not None:  # the roles wrote their profiles as they exited
+            _profiling.report(profile, bench.profiled, args.profile_top)
     finally:
         child.kill()
         child.wait()
         model.stop()
         shutil.rmtree(directory, ignore_errors=True)
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    _report(bench.figures, points, args.window, args.sessions, load, args.pace_ms)
