@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 from loopd_harness import open_session, say, start_harness
@@ -288,3 +291,43 @@ async def test_the_codes_say_timeout_unreachable_or_error() -> None:
 
 async def _ignore(text: str) -> None:
     pass
+
+
+@pytest.mark.parametrize("encoding", [None, "gzip", "deflate"])
+async def test_a_content_encoded_stream_is_decoded_and_a_plain_one_read_as_it_comes(
+    encoding: str | None,
+) -> None:
+    # A plain body is read from the response's stream itself, an encoded one through
+    # httpx's decoding: both give the same answer, piece by piece.
+    events = b"".join(
+        b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n' % word
+        for word in (b"One", b" two", b" three.")
+    )
+    events += b'data: {"choices":[],"usage":{"total_tokens":7}}\n\ndata: [DONE]\n\n'
+    headers = {"content-type": "text/event-stream"}
+    body = events
+    if encoding == "gzip":
+        body, headers["content-encoding"] = gzip.compress(events), encoding
+    elif encoding == "deflate":
+        body, headers["content-encoding"] = zlib.compress(events), encoding
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=headers, content=body)
+
+    client = ModelClient(ModelSection(url="http://model.invalid/v1", stream=True))
+    await client.aclose()
+    client._http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    deltas: list[str] = []
+
+    async def on_text(text: str) -> None:
+        deltas.append(text)
+
+    try:
+        with trio.fail_after(CAP_S):
+            reply = await client.complete([{"role": "user", "content": "hi"}], [], on_text)
+    finally:
+        await client.aclose()
+    assert reply == ModelReply(
+        content="One two three.", reasoning=None, tool_calls=[], total_tokens=7
+    )
+    assert "".join(deltas) == "One two three."

@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
@@ -245,6 +245,8 @@ class ModelClient:
             headers=headers, timeout=httpx.Timeout(settings.timeout_s, connect=10.0)
         )
         self.url = settings.url.rstrip("/") + "/chat/completions"
+        self._url = httpx.URL(self.url)
+        """Parsed once: httpx parses a URL given as text on every request."""
         self.context_tokens = settings.context_tokens
         """The smaller of `[model] context_tokens` and what the server says it holds."""
         self._probed_at: float | None = None
@@ -331,7 +333,7 @@ class ModelClient:
         try:
             if self.settings.stream:
                 return await self._stream(body, on_text)
-            response = await self._http.post(self.url, content=body)
+            response = await self._http.post(self._url, content=body)
             _check_status(response)
             reply = _parse(response.content)
             if reply.content:
@@ -354,7 +356,7 @@ class ModelClient:
 
     async def _stream(self, body: bytes, on_text: OnText) -> ModelReply:
         partial = _Partial()
-        async with self._http.stream("POST", self.url, content=body) as response:
+        async with self._http.stream("POST", self._url, content=body) as response:
             if response.status_code >= 400:
                 await response.aread()
                 _check_status(response)
@@ -367,8 +369,8 @@ class ModelClient:
             # out of httpx's nested stream generators leaves them unfinished. The text of
             # every event of one read goes on as one piece.
             decoder = EventDecoder()
-            chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
-            async with contextlib.aclosing(chunks):
+            chunks, closing = _body(response)
+            async with contextlib.aclosing(closing):
                 async for chunk in chunks:
                     texts: list[str] = []
                     for data, error in decoder.feed(chunk):
@@ -398,6 +400,25 @@ class ModelClient:
             # Ollama's runner dying mid-answer: one empty chunk, then the stream closes.
             raise ModelError(_CUT_OFF.format(kept=_NOT_KEPT if partial.content else ""))
         return partial.reply()
+
+
+def _body(
+    response: httpx.Response,
+) -> tuple[AsyncIterable[bytes], httpx.Response | AsyncGenerator[bytes, None]]:
+    """The bytes of a streamed response's body as they arrive, and what to close after.
+
+    A server sends each event in a chunk of its own, and every layer of async generators
+    between h11 and loopd costs several µs per chunk: unless the body is content-encoded
+    (then httpx decodes it), it is read from the response's stream itself, without
+    `aiter_bytes` and `aiter_raw` over it (which only decode, rechunk and count).
+    """
+    stream = response.stream
+    if response.headers.get("content-encoding", "identity") == "identity" and isinstance(
+        stream, httpx.AsyncByteStream
+    ):
+        return stream, response  # closing the response gives its connection back
+    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    return chunks, chunks
 
 
 async def _whole_answer(body: bytes, content_type: str, on_text: OnText) -> ModelReply:
