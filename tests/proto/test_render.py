@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proto import for_markdown, for_terminal, from_markdown, from_terminal
+from proto._render import reveal_each
 
 ALWAYS_ESCAPED = "<>*_`[]|~&"
 LINE_START_MARKERS = "#-+="
@@ -168,3 +169,20 @@ def test_one_line_reveals_newlines_and_the_backslash_before_one() -> None:
     for text in ("a\nb", "a\\\nb", "\\\n\\"):
         assert from_terminal(for_terminal(text, one_line=True)) == text
         assert from_terminal(for_terminal(text)) == text
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(
+        st.text(st.characters(codec="ascii"), max_size=80),
+        st.text(max_size=80),
+        TEXTS,
+    ),
+    st.booleans(),
+)
+def test_the_terminal_shortcut_for_plain_ascii_agrees_with_revealing_each_code_point(
+    text: str, one_line: bool
+) -> None:
+    """`for_terminal` skips printable ASCII without a backslash (issue 22: every log line
+    goes through it); whatever the text, the answer is the code-point-by-code-point one."""
+    assert for_terminal(text, one_line=one_line) == reveal_each(text, one_line=one_line)

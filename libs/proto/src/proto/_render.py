@@ -83,12 +83,23 @@ def _code(char: str) -> str:
     return f"\\u{{{ord(char):x}}}"
 
 
+_PLAIN_ASCII = re.compile(r"[ -\[\]-~]*")
+"""Printable ASCII but the backslash: text that `for_terminal` leaves as it is."""
+
+
 def for_terminal(text: str, *, one_line: bool = False) -> str:
     r"""`text` for a terminal: hidden and live code points revealed (see the module doc).
 
     With `one_line`, a newline is revealed too (`\u{a}`), for a log line or a field shown
     inside a line.
     """
+    if _PLAIN_ASCII.fullmatch(text):  # most log lines and ids: nothing to reveal
+        return text
+    return reveal_each(text, one_line=one_line)
+
+
+def reveal_each(text: str, *, one_line: bool = False) -> str:
+    """`for_terminal`, code point by code point (what its shortcut must agree with)."""
 
     def coded(char: str) -> bool:
         return revealed(char) and (one_line or char != "\n")
