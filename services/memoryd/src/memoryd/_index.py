@@ -31,13 +31,23 @@ import proto
 from ._logs import (
     ARCHIVE_LOG,
     Cursor,
+    Row,
     archive_rows,
     count_records,
     list_logs,
     session_logs,
 )
 from ._query import query_terms
-from ._search import OPTIMISE_FROM_ROWS, Found, Ranking, Vocabulary, fetch, prepare, rank
+from ._search import (
+    OPTIMISE_FROM_ROWS,
+    Found,
+    Ranking,
+    TermBounds,
+    Vocabulary,
+    fetch,
+    prepare,
+    rank,
+)
 from ._store import (
     INDEX_FILE,
     Connection,
@@ -88,6 +98,8 @@ class Index:
         self.path = index_dir / INDEX_FILE
         self.sources = sources
         self.vocabulary = Vocabulary()
+        self.bounds = TermBounds()
+        self._stop_scans = threading.Event()
         self.ready = trio.Event()
         """Set once the index is open (built, if it had to be)."""
         self.caught_up = trio.Event()
@@ -123,12 +135,17 @@ class Index:
             self.caught_up.set()
             nursery.start_soon(self._keep_vocabulary)
             await shutdown.wait()
+            self._stop_scans.set()  # a scan of the terms' best scores stops at its next step
             nursery.cancel_scope.cancel()
         async with self._exclusive():
             await trio.to_thread.run_sync(self._close_all)
 
     async def _keep_vocabulary(self) -> None:
-        """Rescan the frequent terms' counts whenever a search finds them stale."""
+        """Rescan the frequent terms' counts whenever a search finds them stale.
+
+        After a new file, the frequent terms' best scores are read too (they are kept up
+        as rows are added, so they never go stale).
+        """
         while True:
             await self._rescan.wait()
             self._rescan = trio.Event()
@@ -143,6 +160,26 @@ class Index:
             else:
                 log.info(
                     "counted the index's frequent terms in %.1f s", trio.current_time() - started
+                )
+            if self.bounds.missing() and self.vocabulary.frequent() is not None:
+                await self._scan_bounds()
+
+    async def _scan_bounds(self) -> None:
+        frequent = self.vocabulary.frequent() or []
+        started = trio.current_time()
+        try:
+            async with self._reading() as conn:
+                done = await trio.to_thread.run_sync(
+                    self.bounds.scan, conn, frequent, self._stop_scans
+                )
+        except (sqlean.Error, IndexDamaged) as exc:
+            log.error("cannot read the terms' best scores: %s (runbook: %s)", exc, RUNBOOK)
+        else:
+            if done:
+                log.info(
+                    "read the best scores of %d frequent terms in %.1f s",
+                    len(frequent),
+                    trio.current_time() - started,
                 )
 
     def _open_existing(self) -> bool:
@@ -238,11 +275,23 @@ class Index:
         rows, counts, cursors = session_rows(logs, self._cursors, indexed, self.sources.max_class)
         changed = {key: n for key, n in counts.items() if n != indexed.get(key)}
         if rows or changed:
+            first = writer.next_rowid
             try:
                 writer.add(rows, changed)
             except sqlean.Error as exc:
                 raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
+            self._bound(writer, first, rows)
         self._cursors.update(cursors)
+
+    def _bound(self, writer: Writer, first: int, rows: list[Row]) -> None:
+        """Fold rows just committed into the terms' best scores (or forget those)."""
+        try:
+            self.bounds.added(writer.conn, first, [row.text for row in rows])
+        except sqlean.Error as exc:
+            # Without these rows the bounds could be too low: use the loose ones until
+            # the next scan.
+            log.warning("cannot read the best scores of new rows: %s; rescanning later", exc)
+            self.bounds.clear()
 
     async def catch_up(self) -> int:
         """Index what every log gained since it was last read; return the sessions read."""
@@ -299,6 +348,7 @@ class Index:
         if size == self._archive_size:
             return
         rows, count = archive_rows(self.sources.archive, max_class=self.sources.max_class)
+        first = writer.next_rowid
         try:
             indexed = writer.progress(ARCHIVE_LOG)
             if count < indexed:
@@ -310,8 +360,10 @@ class Index:
                 )
                 with self.vocabulary.removing():
                     writer.replace_archive(rows, count)
+                self._bound(writer, first, rows)
             elif count > indexed:
                 writer.add(rows[indexed:], {ARCHIVE_LOG: count})
+                self._bound(writer, first, rows[indexed:])
         except sqlean.Error as exc:
             raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
         self._archive_size = size
@@ -351,7 +403,7 @@ class Index:
         try:
             conn.execute("BEGIN")
             try:
-                ranking = rank(conn, terms, k, self.vocabulary)
+                ranking = rank(conn, terms, k, self.vocabulary, bounds=self.bounds)
                 found = fetch(conn, [rowid for rowid, _ in ranking.rows])
             except BaseException:
                 # An I/O error may have ended the transaction already; what failed is
@@ -415,3 +467,4 @@ class Index:
         self._cursors = dict(cursors)
         self._archive_size = None
         self.vocabulary.clear()
+        self.bounds.clear()
