@@ -21,7 +21,7 @@ each from its own corpus, and the curve is printed at the end with the machine's
 average beside each point: other work on the machine moves every figure.
 
     just bench index [--records N[,N...]] [--queries N] [--turns N] [--repeat N]
-                     [--cache DIR [--no-reindex]]
+                     [--cache DIR [--no-reindex]] [--no-raw]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import shutil
 import signal
@@ -406,12 +407,17 @@ def _corpus(base: Path, home: Path, records: int) -> corpus.Corpus:
     return made
 
 
-def _raw(base: Path, home: Path) -> dict[str, Any]:
-    """The raw bulk insert's figures (run now, or cached in `base` with its file)."""
+def _raw(base: Path, home: Path, *, skip: bool) -> dict[str, Any]:
+    """The raw bulk insert's figures (run now, or cached in `base` with its file).
+
+    NaN when skipped and not cached.
+    """
     figures = base / "raw.json"
     raw = base / "raw.sqlite3"
     if figures.exists() and raw.exists():
         return dict(json.loads(figures.read_text()))
+    if skip:
+        return {"raw_rate": math.nan, "raw_size": math.nan}
     for suffix in ("", "-wal", "-shm"):
         Path(f"{raw}{suffix}").unlink(missing_ok=True)
     raw_rows, raw_s = raw_bulk_insert(home, raw)
@@ -436,7 +442,7 @@ def run_point(records: int, args: argparse.Namespace) -> dict[str, Any]:
     point: dict[str, Any] = {"records": records, "load_before": _load()}
     try:
         made = _corpus(base, home, records)
-        point.update(_raw(base, home))
+        point.update(_raw(base, home, skip=args.no_raw))
         index = home / "index" / "memory.sqlite3"
         built_at_start = not index.exists()
         child = start_memoryd(directory, home)
@@ -629,6 +635,11 @@ def main(argv: list[str]) -> None:
         "--no-reindex",
         action="store_true",
         help="with --cache: skip the full reindex and show the cached run's figures",
+    )
+    parser.add_argument(
+        "--no-raw",
+        action="store_true",
+        help="skip the raw bulk insert when it is not cached (its ratios show as nan)",
     )
     args = parser.parse_args(argv)
     sizes = [int(n.replace("_", "")) for n in args.records.split(",")]

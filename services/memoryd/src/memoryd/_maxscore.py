@@ -203,9 +203,12 @@ class MaxScore:
         ranking is the cheaper after all (`ranking_us` is its cost less the scoring of
         rows); False once the row budget is spent.
         """
-        found = [r for (r,) in self.conn.execute(_LISTED, (match, LIST_ROWS + 1))]
-        scoring = len(found) * SCORE_ROW_US
-        if len(found) > LIST_ROWS or scoring > ranking_us + len(found) * FTS5_ROW_US:
+        # Past `most` rows ranking is the cheaper: the listing stops there, not at
+        # `LIST_ROWS` (reading rows it would not use cost as much as a small pattern).
+        per_row = SCORE_ROW_US - FTS5_ROW_US
+        most = LIST_ROWS if per_row <= 0 else min(LIST_ROWS, int(ranking_us / per_row))
+        found = [r for (r,) in self.conn.execute(_LISTED, (match, most + 1))]
+        if len(found) > most:
             return None
         return all(self.offer(found[i : i + BATCH]) for i in range(0, len(found), BATCH))
 
