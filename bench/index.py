@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -51,7 +52,7 @@ import proto
 from bench import corpus
 from memoryd._logs import START, SessionLog, list_logs, read_log
 from memoryd._query import match_string, query_terms
-from memoryd._search import Vocabulary, prepare, rank
+from memoryd._search import TermBounds, Vocabulary, prepare, rank
 from memoryd._store import SCHEMA
 from proto import AssistantRecord, Class, ToolCall, ToolResultRecord, UserRecord
 
@@ -189,7 +190,25 @@ async def socket_recall(home: Path, query: str, k: int, n: int) -> float:
 # -- the runs ----------------------------------------------------------------------------
 
 
-def measure_recall(home: Path, index: Path, queries: list[str], repeat: int) -> dict[str, Any]:
+def read_bounds(index: Path) -> tuple[Vocabulary, TermBounds]:
+    """The term counts and best scores memoryd reads in the background, read here."""
+    conn = sqlean.connect(os.fspath(index), isolation_level=None)
+    prepare(conn)
+    vocabulary = Vocabulary()
+    vocabulary.scan(conn)
+    bounds = TermBounds()
+    bounds.scan(conn, vocabulary.frequent() or [], threading.Event())
+    conn.close()
+    return vocabulary, bounds
+
+
+def measure_recall(
+    home: Path,
+    index: Path,
+    queries: list[str],
+    repeat: int,
+    known: tuple[Vocabulary, TermBounds],
+) -> dict[str, Any]:
     """Each query `repeat` times both ways (alternating which goes first); the top-10 agreement.
 
     Percentiles are over the queries, of each query's median time: the machine is noisy,
@@ -218,13 +237,12 @@ def measure_recall(home: Path, index: Path, queries: list[str], repeat: int) -> 
                         ours[n].append(await socket_recall(home, query, 10, n))
 
     trio.run(run)
-    vocabulary = Vocabulary()
-    vocabulary.scan(conn)
+    vocabulary, bounds = known
     agree = proven = scored = 0
     plans: Counter[str] = Counter()
     for query, answer in zip(queries, answers, strict=True):
         conn.execute("BEGIN")
-        ranking = rank(conn, query_terms(query), 10, vocabulary)
+        ranking = rank(conn, query_terms(query), 10, vocabulary, bounds=bounds)
         conn.execute("COMMIT")
         agree += {r for r, _ in ranking.rows} == set(answer)
         proven += ranking.exact
@@ -479,8 +497,9 @@ def run_point(records: int, args: argparse.Namespace) -> dict[str, Any]:
         natural = list(corpus.natural_queries(made, args.queries))
         gc.collect()
         gc.freeze()  # the generated corpus is not the benchmark: keep it out of the GC's way
-        point["content"] = measure_recall(home, index, content, args.repeat)
-        point["natural"] = measure_recall(home, index, natural, args.repeat)
+        known = read_bounds(index)
+        point["content"] = measure_recall(home, index, content, args.repeat, known)
+        point["natural"] = measure_recall(home, index, natural, args.repeat, known)
         copy = directory / "copy.sqlite3"
         copy_index(index, copy)
         point["turns"] = measure_turns(home, copy, args.turns)
