@@ -14,8 +14,10 @@ from memoryd_fts import append, connect
 
 from memoryd import _maxscore
 from memoryd._bm25 import Scorer
-from memoryd._bounds import TermBounds, best_part
+from memoryd._bounds import Frontier, TermBounds, best_part
+from memoryd._logs import Row
 from memoryd._search import Vocabulary, averages, naive, rank
+from memoryd._store import Writer
 
 from .test_search import WAYS, corpora, optimised  # noqa: F401 (a fixture)
 
@@ -49,8 +51,7 @@ def grown(draw: st.DrawFn) -> tuple[list[str], list[str], list[str]]:
     rng = random.Random(draw(st.integers(min_value=0, max_value=2**32)))
     odd = draw(st.floats(min_value=0.0, max_value=0.5))
     rows = [
-        " ".join(w if rng.random() > odd else rng.choice(ODD) for w in row.split())
-        for row in rows
+        " ".join(w if rng.random() > odd else rng.choice(ODD) for w in row.split()) for row in rows
     ]
     cut = draw(st.integers(min_value=1, max_value=len(rows)))
     return rows[:cut], rows[cut:], [*query, "cafe"]
@@ -86,9 +87,7 @@ def test_a_bound_is_never_below_a_row_s_part_and_is_reached(
 
 @pytest.mark.usefixtures("optimised")
 @settings(max_examples=200, deadline=None)
-@given(
-    case=grown(), k=st.integers(min_value=1, max_value=10), way=st.sampled_from(sorted(WAYS))
-)
+@given(case=grown(), k=st.integers(min_value=1, max_value=10), way=st.sampled_from(sorted(WAYS)))
 def test_with_the_bounds_the_ranking_is_the_spec_query_s(
     case: tuple[list[str], list[str], list[str]], k: int, way: str
 ) -> None:
@@ -144,4 +143,23 @@ def test_cleared_bounds_are_loose_until_scanned_again() -> None:
     _, bounds = _scan(conn)
     assert bounds.frontier("a") is not None
     bounds.clear()
-    assert bounds.missing() and bounds.frontier("a") is None
+    assert bounds.missing()
+    assert bounds.frontier("a") is None
+
+
+def test_rows_the_writer_adds_are_bounded_before_they_are_committed() -> None:
+    conn = connect(["a b c d"] * 30)
+    _, bounds = _scan(conn)
+    writer = Writer(conn)
+    seen: list[Frontier | None] = []
+
+    def inserted(conn: object, first: int, rows: list[Row]) -> None:
+        bounds.added(conn, first, [row.text for row in rows])
+        seen.append(bounds.frontier("a"))
+
+    writer.inserted = inserted
+    row = Row("a a café", "session", "chat-abcdefgh", 0, 0, "t", "user", "private", 0)
+    writer.add([row], {})
+    # Folded in inside the transaction, as FTS5 tokenized it (three tokens, two "a").
+    assert seen == [{1: 4, 2: 3}]
+    assert bounds.frontier("cafe") is None  # not a frequent term at the scan: loose

@@ -8,9 +8,9 @@ fewest tokens of a row with that count (a few pairs per term). Kept as pairs rat
 as a score, the bound stays exact whatever `N`, `n` and `avgdl` have become since, and
 rows removed later only lower the true best score: the bound stays an upper bound.
 
-`TermBounds` reads the frontiers of the terms in at least `KEEP` of the rows in one
+`TermBounds` reads the frontiers of the frequent terms (those `Vocabulary` keeps) in one
 background scan of the index's text (`scan`), and adds every row written since
-(`added`, called by the writer after each commit). A term without a frontier gets the
+(`added`, called by the writer before each commit). A term without a frontier gets the
 loose bound, `(k1 + 1) * idf`. Instances come from the row's text when its tokens are
 certain (`tokens_of`, and their count equal to FTS5's), otherwise from FTS5 itself: the
 rows are tokenized by a temporary FTS5 table with the same tokenizer and read back
@@ -132,8 +132,6 @@ class TermBounds:
     predate them). `clear` forgets everything when the index file is replaced.
     """
 
-    KEEP = 0.001
-
     def __init__(self) -> None:
         self._frontiers: dict[bytes, Frontier] | None = None
         self._pending: dict[bytes, Frontier] | None = None
@@ -158,17 +156,36 @@ class TermBounds:
             return None
         return frontiers.get(token.encode())
 
-    def scan(self, conn: Connection, keep: Iterable[str], stop: threading.Event) -> bool:
-        """Read the frontiers of `keep` (the frequent terms) from every row of the index.
+    def begin(self, conn: Connection) -> int:
+        """Start a scan: its read transaction on `conn`, and `_pending` for rows added later.
 
-        False when `stop` was set before the end (nothing is kept then).
+        Call it with no write in flight (holding the writer): a row folded in before the
+        scan began but committed after its snapshot would be in neither.
         """
-        wanted = {term.encode() for term in keep}
         with self._lock:
             generation = self._generation
             self._pending = {}
-        found: dict[bytes, Frontier] = {}
         conn.execute("BEGIN")
+        conn.execute("SELECT count(*) FROM hits_docsize WHERE id = 0").fetchone()  # the snapshot
+        return generation
+
+    def scan(
+        self,
+        conn: Connection,
+        keep: Iterable[str],
+        stop: threading.Event,
+        generation: int | None = None,
+    ) -> bool:
+        """Read the frontiers of `keep` (the frequent terms) from every row of the index.
+
+        `generation` is what `begin` returned, when the caller began the scan itself
+        (otherwise it begins here). False when `stop` was set before the end (nothing is
+        kept then).
+        """
+        wanted = {term.encode() for term in keep}
+        if generation is None:
+            generation = self.begin(conn)
+        found: dict[bytes, Frontier] = {}
         try:
             rows = conn.execute(
                 "SELECT c.id, c.c0, d.sz FROM hits_content c JOIN hits_docsize d ON d.id = c.id"
@@ -190,10 +207,12 @@ class TermBounds:
         return True
 
     def added(self, conn: Connection, first_rowid: int, texts: list[str]) -> None:
-        """Fold in rows just committed (`texts` at rowids from `first_rowid`).
+        """Fold in rows being added (`texts` at rowids from `first_rowid`).
 
-        Their token counts are FTS5's: `conn` tokenizes the rows whose tokens are not
-        certain.
+        Called inside the writer's transaction, before it commits: a search that can see
+        a row must find it in the bounds (a rolled-back row only loosens them). Their
+        token counts are FTS5's: `conn` tokenizes the rows whose tokens are not certain.
+        A live frontier is replaced, never changed in place: searches read it unlocked.
         """
         if self._frontiers is None and self._pending is None:
             return
@@ -206,6 +225,8 @@ class TermBounds:
                 for term, frontier in found.items():
                     if target is self._frontiers and term not in target:
                         continue  # not a frequent term: the loose bound holds for it
+                    if term in target:
+                        target[term] = dict(target[term])
                     for instances, size in frontier.items():
                         merge(target, term, instances, size)
 

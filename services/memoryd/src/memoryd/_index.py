@@ -169,9 +169,15 @@ class Index:
         started = trio.current_time()
         try:
             async with self._reading() as conn:
-                done = await trio.to_thread.run_sync(
-                    self.bounds.scan, conn, frequent, self._stop_scans
-                )
+                async with self._write_lock:  # no row is half-way to the file meanwhile
+                    generation = await trio.to_thread.run_sync(self.bounds.begin, conn)
+                try:
+                    done = await trio.to_thread.run_sync(
+                        self.bounds.scan, conn, frequent, self._stop_scans, generation
+                    )
+                except BaseException:
+                    roll_back(conn)  # the scan may not have started: end its transaction
+                    raise
         except (sqlean.Error, IndexDamaged) as exc:
             log.error("cannot read the terms' best scores: %s (runbook: %s)", exc, RUNBOOK)
         else:
@@ -200,6 +206,7 @@ class Index:
 
     def _install(self, conn: Connection) -> None:
         self._writer = Writer(conn)
+        self._writer.inserted = self._bound
         self._readers = []
         for _ in range(READERS):
             reader = connect(self.path)
@@ -275,18 +282,16 @@ class Index:
         rows, counts, cursors = session_rows(logs, self._cursors, indexed, self.sources.max_class)
         changed = {key: n for key, n in counts.items() if n != indexed.get(key)}
         if rows or changed:
-            first = writer.next_rowid
             try:
                 writer.add(rows, changed)
             except sqlean.Error as exc:
                 raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
-            self._bound(writer, first, rows)
         self._cursors.update(cursors)
 
-    def _bound(self, writer: Writer, first: int, rows: list[Row]) -> None:
-        """Fold rows just committed into the terms' best scores (or forget those)."""
+    def _bound(self, conn: Connection, first: int, rows: list[Row]) -> None:
+        """Fold rows about to be committed into the terms' best scores (or forget those)."""
         try:
-            self.bounds.added(writer.conn, first, [row.text for row in rows])
+            self.bounds.added(conn, first, [row.text for row in rows])
         except sqlean.Error as exc:
             # Without these rows the bounds could be too low: use the loose ones until
             # the next scan.
@@ -348,7 +353,6 @@ class Index:
         if size == self._archive_size:
             return
         rows, count = archive_rows(self.sources.archive, max_class=self.sources.max_class)
-        first = writer.next_rowid
         try:
             indexed = writer.progress(ARCHIVE_LOG)
             if count < indexed:
@@ -360,10 +364,8 @@ class Index:
                 )
                 with self.vocabulary.removing():
                     writer.replace_archive(rows, count)
-                self._bound(writer, first, rows)
             elif count > indexed:
                 writer.add(rows[indexed:], {ARCHIVE_LOG: count})
-                self._bound(writer, first, rows[indexed:])
         except sqlean.Error as exc:
             raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
         self._archive_size = size
