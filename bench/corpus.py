@@ -114,7 +114,7 @@ def generate(home: Path, rows: int, *, seed: int = 20260924, vocab_size: int = 5
     """Write `{home}/sessions/*/0.jsonl` and `{home}/memory/archive.md`; see the module doc."""
     rng = random.Random(seed)
     words = vocabulary(rng, vocab_size)
-    cum = list(itertools.accumulate(1.0 / (r + 1) ** ZIPF_S for r in range(len(words))))
+    cum = _cumulative(words)
     text = _Text(rng, words, cum)
     pool = [text.text(rng.randint(60, 300)) for _ in range(400)]
     encoder = msgspec.json.Encoder()
@@ -179,6 +179,24 @@ def generate(home: Path, rows: int, *, seed: int = 20260924, vocab_size: int = 5
         logs += 1
     archive = _archive(home, rng, text)
     return Corpus(logs, lines, made, archive, words, cum)
+
+
+def _cumulative(words: list[str]) -> list[float]:
+    return list(itertools.accumulate(1.0 / (r + 1) ** ZIPF_S for r in range(len(words))))
+
+
+def described(
+    logs: int,
+    lines: int,
+    rows: int,
+    archive: int,
+    *,
+    seed: int = 20260924,
+    vocab_size: int = 50_000,
+) -> Corpus:
+    """The `Corpus` that `generate` returned for these counts, without writing it again."""
+    words = vocabulary(random.Random(seed), vocab_size)
+    return Corpus(logs, lines, rows, archive, words, _cumulative(words))
 
 
 def _archive(home: Path, rng: random.Random, text: _Text, count: int = 300) -> int:

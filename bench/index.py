@@ -21,6 +21,7 @@ each from its own corpus, and the curve is printed at the end with the machine's
 average beside each point: other work on the machine moves every figure.
 
     just bench index [--records N[,N...]] [--queries N] [--turns N] [--repeat N]
+                     [--cache DIR [--no-reindex]] [--no-raw]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import shutil
 import signal
@@ -35,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -49,7 +52,7 @@ import proto
 from bench import corpus
 from memoryd._logs import START, SessionLog, list_logs, read_log
 from memoryd._query import match_string, query_terms
-from memoryd._search import Vocabulary, prepare, rank
+from memoryd._search import TermBounds, Vocabulary, prepare, rank
 from memoryd._store import SCHEMA
 from proto import AssistantRecord, Class, ToolCall, ToolResultRecord, UserRecord
 
@@ -187,7 +190,25 @@ async def socket_recall(home: Path, query: str, k: int, n: int) -> float:
 # -- the runs ----------------------------------------------------------------------------
 
 
-def measure_recall(home: Path, index: Path, queries: list[str], repeat: int) -> dict[str, Any]:
+def read_bounds(index: Path) -> tuple[Vocabulary, TermBounds]:
+    """The term counts and best scores memoryd reads in the background, read here."""
+    conn = sqlean.connect(os.fspath(index), isolation_level=None)
+    prepare(conn)
+    vocabulary = Vocabulary()
+    vocabulary.scan(conn)
+    bounds = TermBounds()
+    bounds.scan(conn, vocabulary.frequent() or [], threading.Event())
+    conn.close()
+    return vocabulary, bounds
+
+
+def measure_recall(
+    home: Path,
+    index: Path,
+    queries: list[str],
+    repeat: int,
+    known: tuple[Vocabulary, TermBounds],
+) -> dict[str, Any]:
     """Each query `repeat` times both ways (alternating which goes first); the top-10 agreement.
 
     Percentiles are over the queries, of each query's median time: the machine is noisy,
@@ -216,13 +237,12 @@ def measure_recall(home: Path, index: Path, queries: list[str], repeat: int) -> 
                         ours[n].append(await socket_recall(home, query, 10, n))
 
     trio.run(run)
-    vocabulary = Vocabulary()
-    vocabulary.scan(conn)
+    vocabulary, bounds = known
     agree = proven = scored = 0
     plans: Counter[str] = Counter()
     for query, answer in zip(queries, answers, strict=True):
         conn.execute("BEGIN")
-        ranking = rank(conn, query_terms(query), 10, vocabulary)
+        ranking = rank(conn, query_terms(query), 10, vocabulary, bounds=bounds)
         conn.execute("COMMIT")
         agree += {r for r, _ in ranking.rows} == set(answer)
         proven += ranking.exact
@@ -358,69 +378,128 @@ def _size(path: Path) -> int:
     )
 
 
-def wait_for_term_counts(log: Path, seen: int, deadline_s: float = 1800) -> None:
-    """Wait until memoryd has counted the index's terms once more than `seen` times.
+def wait_for_term_counts(log: Path, seen: tuple[int, int], deadline_s: float = 3600) -> None:
+    """Wait until memoryd has counted the index's terms, and read their best scores, once
+    more than `seen` times each.
 
-    The counts are read in the background after a (re)build; until they are, recall
-    counts every term by walking it, which is not what the benchmark measures.
+    Both are read in the background after a (re)build; until they are, recall counts
+    every term by walking it and bounds it loosely, which is not what the benchmark
+    measures.
     """
     deadline = time.monotonic() + deadline_s
-    while _counted(log) <= seen:
+    while any(now <= then for now, then in zip(_counted(log), seen, strict=True)):
         if time.monotonic() > deadline:
             raise SystemExit(f"memoryd did not count the index's terms; see {log}")
         time.sleep(0.5)
 
 
-def _counted(log: Path) -> int:
-    return log.read_text(errors="replace").count("counted the index's frequent terms")
+def _counted(log: Path) -> tuple[int, int]:
+    text = log.read_text(errors="replace")
+    return (
+        text.count("counted the index's frequent terms"),
+        text.count("read the best scores of"),
+    )
 
 
 def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def _corpus(base: Path, home: Path, records: int) -> corpus.Corpus:
+    """The corpus of `records` rows under `home`: generated, or the cached one in `base`."""
+    described = base / "corpus.json"
+    if described.exists():
+        counts = json.loads(described.read_text())
+        print(f"corpus: the cached one in {base}", flush=True)
+        return corpus.described(**counts)
+    shutil.rmtree(home, ignore_errors=True)
+    t0 = time.perf_counter()
+    made = corpus.generate(home, records)
+    print(
+        f"corpus: {made.logs:,} session logs, {made.lines:,} records, {made.rows:,} rows to "
+        f"index, {made.archive} archive entries ({time.perf_counter() - t0:.0f} s to write)",
+        flush=True,
+    )
+    counts = {"logs": made.logs, "lines": made.lines, "rows": made.rows, "archive": made.archive}
+    described.write_text(json.dumps(counts))
+    return made
+
+
+def _raw(base: Path, home: Path, *, skip: bool) -> dict[str, Any]:
+    """The raw bulk insert's figures (run now, or cached in `base` with its file).
+
+    NaN when skipped and not cached.
+    """
+    figures = base / "raw.json"
+    raw = base / "raw.sqlite3"
+    if figures.exists() and raw.exists():
+        return dict(json.loads(figures.read_text()))
+    if skip:
+        return {"raw_rate": math.nan, "raw_size": math.nan}
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{raw}{suffix}").unlink(missing_ok=True)
+    raw_rows, raw_s = raw_bulk_insert(home, raw)
+    found = {"raw_rate": raw_rows / raw_s, "raw_size": _size(raw)}
+    figures.write_text(json.dumps(found))
+    return found
+
+
 def run_point(records: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One size: build the corpus and both indexes, measure, clean up; the figures."""
+    """One size: build (or reuse) the corpus and both indexes, measure; the figures.
+
+    With `--cache DIR` the corpus, the raw index and memoryd's index are kept in
+    `DIR/<records>/` and used again by the next run (a 10M corpus takes an hour of CPU
+    to write and index); the turns appended by (c) stay in its logs. With `--no-reindex`
+    too, the reindex figures are the cached run's.
+    """
     directory = Path(tempfile.mkdtemp(prefix="bxi", dir="/tmp"))
-    home = directory / "home"
+    base = Path(args.cache) / str(records) if args.cache else directory
+    base.mkdir(parents=True, exist_ok=True)
+    home = base / "home"
     child: subprocess.Popen[bytes] | None = None
     point: dict[str, Any] = {"records": records, "load_before": _load()}
     try:
-        t0 = time.perf_counter()
-        made = corpus.generate(home, records)
-        print(
-            f"corpus: {made.logs:,} session logs, {made.lines:,} records, {made.rows:,} rows to "
-            f"index, {made.archive} archive entries ({time.perf_counter() - t0:.0f} s to write)",
-            flush=True,
-        )
-        raw = directory / "raw.sqlite3"
-        raw_rows, raw_s = raw_bulk_insert(home, raw)
+        made = _corpus(base, home, records)
+        point.update(_raw(base, home, skip=args.no_raw))
+        index = home / "index" / "memory.sqlite3"
+        built_at_start = not index.exists()
         child = start_memoryd(directory, home)
         first_build_s = trio.run(wait_index_ready, home)
         log = directory / "memoryd.log"
-        wait_for_term_counts(log, 0)
-        seen = _counted(log)
-        reply, ours_s = trio.run(reindex, home)
-        wait_for_term_counts(log, seen)
-        index = home / "index" / "memory.sqlite3"
-        point.update(
-            ours_rate=reply.records / ours_s,
-            raw_rate=raw_rows / raw_s,
-            ours_size=_size(index),
-            raw_size=_size(raw),
-        )
+        wait_for_term_counts(log, (0, 0))
         print(
-            f"memoryd built its index at start-up in {first_build_s:.1f} s; reindexed: "
-            f"{reply.logs:,} logs, {reply.records:,} records, {reply.archive} archive entries "
-            f"in {ours_s:.1f} s",
+            f"memoryd {'built' if built_at_start else 'opened'} its index at start-up "
+            f"in {first_build_s:.1f} s",
             flush=True,
         )
+        reindexed = base / "reindex.json"
+        if args.no_reindex and built_at_start:
+            # The start-up build read every log into a new file, as a reindex does.
+            figures = {"ours_rate": made.rows / first_build_s, "ours_size": _size(index)}
+            reindexed.write_text(json.dumps(figures))
+            point.update(figures)
+        elif args.no_reindex and reindexed.exists():
+            point.update(json.loads(reindexed.read_text()))
+            print("reindex: the cached run's figures", flush=True)
+        else:
+            seen = _counted(log)
+            reply, ours_s = trio.run(reindex, home)
+            wait_for_term_counts(log, seen)
+            figures = {"ours_rate": reply.records / ours_s, "ours_size": _size(index)}
+            reindexed.write_text(json.dumps(figures))
+            point.update(figures)
+            print(
+                f"reindexed: {reply.logs:,} logs, {reply.records:,} records, "
+                f"{reply.archive} archive entries in {ours_s:.1f} s",
+                flush=True,
+            )
         content = list(corpus.content_queries(made, args.queries))
         natural = list(corpus.natural_queries(made, args.queries))
         gc.collect()
         gc.freeze()  # the generated corpus is not the benchmark: keep it out of the GC's way
-        point["content"] = measure_recall(home, index, content, args.repeat)
-        point["natural"] = measure_recall(home, index, natural, args.repeat)
+        known = read_bounds(index)
+        point["content"] = measure_recall(home, index, content, args.repeat, known)
+        point["natural"] = measure_recall(home, index, natural, args.repeat, known)
         copy = directory / "copy.sqlite3"
         copy_index(index, copy)
         point["turns"] = measure_turns(home, copy, args.turns)
@@ -567,6 +646,20 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--queries", type=int, default=300, help="queries of each kind")
     parser.add_argument("--turns", type=int, default=1000, help="session_updated calls")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each query each way")
+    parser.add_argument(
+        "--cache",
+        help="keep each size's corpus and indexes in CACHE/<records>/ and reuse them",
+    )
+    parser.add_argument(
+        "--no-reindex",
+        action="store_true",
+        help="with --cache: skip the full reindex and show the cached run's figures",
+    )
+    parser.add_argument(
+        "--no-raw",
+        action="store_true",
+        help="skip the raw bulk insert when it is not cached (its ratios show as nan)",
+    )
     args = parser.parse_args(argv)
     sizes = [int(n.replace("_", "")) for n in args.records.split(",")]
     points = []

@@ -303,7 +303,7 @@ async def test_a_search_that_sqlite_rolled_back_names_sqlites_own_error(
     """An I/O error ends the read transaction (SQLite rolls back by itself, as on a full
     disk); the owner must read that error, not a COMMIT's complaint about it."""
 
-    def failing_rank(conn: sqlean.Connection, *args: object) -> None:
+    def failing_rank(conn: sqlean.Connection, *args: object, **kwargs: object) -> None:
         conn.execute("ROLLBACK")
         raise sqlean.OperationalError("disk I/O error")
 

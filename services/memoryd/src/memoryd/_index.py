@@ -31,13 +31,23 @@ import proto
 from ._logs import (
     ARCHIVE_LOG,
     Cursor,
+    Row,
     archive_rows,
     count_records,
     list_logs,
     session_logs,
 )
 from ._query import query_terms
-from ._search import OPTIMISE_FROM_ROWS, Found, Ranking, Vocabulary, fetch, prepare, rank
+from ._search import (
+    OPTIMISE_FROM_ROWS,
+    Found,
+    Ranking,
+    TermBounds,
+    Vocabulary,
+    fetch,
+    prepare,
+    rank,
+)
 from ._store import (
     INDEX_FILE,
     Connection,
@@ -88,6 +98,8 @@ class Index:
         self.path = index_dir / INDEX_FILE
         self.sources = sources
         self.vocabulary = Vocabulary()
+        self.bounds = TermBounds()
+        self._stop_scans = threading.Event()
         self.ready = trio.Event()
         """Set once the index is open (built, if it had to be)."""
         self.caught_up = trio.Event()
@@ -123,12 +135,17 @@ class Index:
             self.caught_up.set()
             nursery.start_soon(self._keep_vocabulary)
             await shutdown.wait()
+            self._stop_scans.set()  # a scan of the terms' best scores stops at its next step
             nursery.cancel_scope.cancel()
         async with self._exclusive():
             await trio.to_thread.run_sync(self._close_all)
 
     async def _keep_vocabulary(self) -> None:
-        """Rescan the frequent terms' counts whenever a search finds them stale."""
+        """Rescan the frequent terms' counts whenever a search finds them stale.
+
+        After a new file, the frequent terms' best scores are read too (they are kept up
+        as rows are added, so they never go stale).
+        """
         while True:
             await self._rescan.wait()
             self._rescan = trio.Event()
@@ -143,6 +160,32 @@ class Index:
             else:
                 log.info(
                     "counted the index's frequent terms in %.1f s", trio.current_time() - started
+                )
+            if self.bounds.missing() and self.vocabulary.frequent() is not None:
+                await self._scan_bounds()
+
+    async def _scan_bounds(self) -> None:
+        frequent = self.vocabulary.frequent() or []
+        started = trio.current_time()
+        try:
+            async with self._reading() as conn:
+                async with self._write_lock:  # no row is half-way to the file meanwhile
+                    generation = await trio.to_thread.run_sync(self.bounds.begin, conn)
+                try:
+                    done = await trio.to_thread.run_sync(
+                        self.bounds.scan, conn, frequent, self._stop_scans, generation
+                    )
+                except BaseException:
+                    roll_back(conn)  # the scan may not have started: end its transaction
+                    raise
+        except (sqlean.Error, IndexDamaged) as exc:
+            log.error("cannot read the terms' best scores: %s (runbook: %s)", exc, RUNBOOK)
+        else:
+            if done:
+                log.info(
+                    "read the best scores of %d frequent terms in %.1f s",
+                    len(frequent),
+                    trio.current_time() - started,
                 )
 
     def _open_existing(self) -> bool:
@@ -163,6 +206,7 @@ class Index:
 
     def _install(self, conn: Connection) -> None:
         self._writer = Writer(conn)
+        self._writer.inserted = self._bound
         self._readers = []
         for _ in range(READERS):
             reader = connect(self.path)
@@ -243,6 +287,16 @@ class Index:
             except sqlean.Error as exc:
                 raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
         self._cursors.update(cursors)
+
+    def _bound(self, conn: Connection, first: int, rows: list[Row]) -> None:
+        """Fold rows about to be committed into the terms' best scores (or forget those)."""
+        try:
+            self.bounds.added(conn, first, [row.text for row in rows])
+        except sqlean.Error as exc:
+            # Without these rows the bounds could be too low: use the loose ones until
+            # the next scan.
+            log.warning("cannot read the best scores of new rows: %s; rescanning later", exc)
+            self.bounds.clear()
 
     async def catch_up(self) -> int:
         """Index what every log gained since it was last read; return the sessions read."""
@@ -351,7 +405,7 @@ class Index:
         try:
             conn.execute("BEGIN")
             try:
-                ranking = rank(conn, terms, k, self.vocabulary)
+                ranking = rank(conn, terms, k, self.vocabulary, bounds=self.bounds)
                 found = fetch(conn, [rowid for rowid, _ in ranking.rows])
             except BaseException:
                 # An I/O error may have ended the transaction already; what failed is
@@ -415,3 +469,4 @@ class Index:
         self._cursors = dict(cursors)
         self._archive_size = None
         self.vocabulary.clear()
+        self.bounds.clear()

@@ -6,8 +6,9 @@ to count its rows. A question full of common words touches most of the index, an
 has no early stop. `MaxScore` finds the same top k, as MaxScore engines do, from three
 facts:
 
-1. bm25 is a sum over the query's terms, and a term adds less than `(k1 + 1) * idf`
-   (the term's *bound*); a term in half the rows or more has its IDF clamped to 1e-6.
+1. bm25 is a sum over the query's terms, and a term adds less than `(k1 + 1) * idf`,
+   and at most its best score in the index when that is known (`_bounds`): the term's
+   *bound*; a term in half the rows or more has its IDF clamped to 1e-6.
 2. FTS5 scores a query's own phrases exactly as the whole query would, and a term a row
    lacks adds nothing: `(R) AND (M)` gives the rows holding terms of R and of M their
    exact sum over R and M, and bm25 runs for those rows only.
@@ -99,6 +100,7 @@ class MaxScore:
         rows: int,
         k: int,
         budget: Budget,
+        best_parts: list[float | None] | None = None,
     ) -> None:
         self.conn = conn
         self.scorer = scorer
@@ -106,7 +108,11 @@ class MaxScore:
         self.counts = counts
         self.k = k
         self.budget = budget
-        self.bound = [(K1 + 1.0) * x * (1 + SLACK) for x in scorer.idf]
+        parts = best_parts or [None] * len(self.terms)
+        self.bound = [
+            x * (K1 + 1.0 if part is None else part) * (1 + SLACK)
+            for x, part in zip(scorer.idf, parts, strict=True)
+        ]
         self.exact = True
         self.scored: dict[int, float] = {}
         self._best: list[float] = []  # a min-heap of the k best scores, positive
@@ -197,9 +203,12 @@ class MaxScore:
         ranking is the cheaper after all (`ranking_us` is its cost less the scoring of
         rows); False once the row budget is spent.
         """
-        found = [r for (r,) in self.conn.execute(_LISTED, (match, LIST_ROWS + 1))]
-        scoring = len(found) * SCORE_ROW_US
-        if len(found) > LIST_ROWS or scoring > ranking_us + len(found) * FTS5_ROW_US:
+        # Past `most` rows ranking is the cheaper: the listing stops there, not at
+        # `LIST_ROWS` (reading rows it would not use cost as much as a small pattern).
+        per_row = SCORE_ROW_US - FTS5_ROW_US
+        most = LIST_ROWS if per_row <= 0 else min(LIST_ROWS, int(ranking_us / per_row))
+        found = [r for (r,) in self.conn.execute(_LISTED, (match, most + 1))]
+        if len(found) > most:
             return None
         return all(self.offer(found[i : i + BATCH]) for i in range(0, len(found), BATCH))
 
@@ -260,7 +269,8 @@ class MaxScore:
             # terms' bounds would lift a row of typical bm25 (a tf part of about 1) over
             # the threshold: ranking the pattern would then score most of its rows. A
             # heavy term is only split on to reach rows without a middle term.
-            loose = undecided[j] + slack > self.threshold() - own / (K1 + 1.0)
+            typical = sum(self.scorer.idf[i] for i in pattern)
+            loose = undecided[j] + slack > self.threshold() - typical
             split = not pattern or (rows > SMALL_ROWS and (rows > EVAL_ROWS or loose))
             # Always split when the rows without the next term cannot win: only the
             # (fewer) rows with it are left to read.

@@ -15,6 +15,7 @@ from typing import Any
 from proto import HitSource
 
 from ._bm25 import Scorer
+from ._bounds import TermBounds, best_part
 from ._maxscore import HEAVY_SHARE, RARE_SHARE, Budget, MaxScore
 from ._query import match_string
 from ._vocabulary import Vocabulary, averages, prepare, walk_count
@@ -26,6 +27,7 @@ __all__ = [
     "Budget",
     "Found",
     "Ranking",
+    "TermBounds",
     "Vocabulary",
     "averages",
     "fetch",
@@ -82,6 +84,7 @@ def rank(
     k: int,
     vocabulary: Vocabulary,
     budget: Budget | None = None,
+    bounds: TermBounds | None = None,
 ) -> Ranking:
     """The k best rows for `terms`, as the spec's query ranks them (see the module doc).
 
@@ -101,7 +104,12 @@ def rank(
         return as_is("naive, a term of another script")
     counts = [vocabulary.count(conn, t) for t in lowered]
     scorer = Scorer(conn, lowered, counts, rows, tokens)
-    search = MaxScore(conn, scorer, counts, rows, k, budget or Budget())
+    parts: list[float | None] = [None] * len(lowered)
+    if bounds is not None:
+        for i, term in enumerate(lowered):
+            frontier = bounds.frontier(term)
+            parts[i] = None if frontier is None else best_part(frontier, scorer.avgdl)
+    search = MaxScore(conn, scorer, counts, rows, k, budget or Budget(), parts)
     if not search.live:
         return as_is("naive, only common words")
     if not (search.middle or search.heavy or search.common):

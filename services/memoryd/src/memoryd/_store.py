@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +155,9 @@ class Writer:
         self.conn = conn
         row = conn.execute("SELECT coalesce(max(rowid), 0) FROM sources").fetchone()
         self.next_rowid: int = row[0] + 1
+        self.inserted: Callable[[Connection, int, list[Row]], None] | None = None
+        """Called with the rows and the first rowid before they are committed (a search
+        that can see them must find them in whatever is kept about them)."""
 
     def progress(self, key: str) -> int:
         """How many records of `key` are indexed (0 when none)."""
@@ -171,6 +174,8 @@ class Writer:
         try:
             first = self.next_rowid
             _insert(self.conn, rows, first)
+            if self.inserted is not None:
+                self.inserted(self.conn, first, rows)
             self.conn.executemany(
                 "INSERT INTO progress (log, records) VALUES (?, ?) "
                 "ON CONFLICT (log) DO UPDATE SET records = excluded.records",
@@ -193,6 +198,8 @@ class Writer:
             self.conn.execute("DELETE FROM sources WHERE kind = ?", ("archive",))
             first = self.next_rowid
             _insert(self.conn, rows, first)
+            if self.inserted is not None:
+                self.inserted(self.conn, first, rows)
             self.conn.execute(
                 "INSERT OR REPLACE INTO progress (log, records) VALUES (?, ?)",
                 (ARCHIVE_LOG, count),

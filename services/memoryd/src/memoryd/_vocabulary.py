@@ -138,6 +138,11 @@ class Vocabulary:
             if generation == self._generation and not self._removing:
                 self._snapshot = (counts, rows, int(last))
 
+    def frequent(self) -> list[str] | None:
+        """The terms the last scan kept (in at least `KEEP` of the rows), or None."""
+        snapshot = self._snapshot
+        return None if snapshot is None else list(snapshot[0])
+
     def count(self, conn: Connection, token: str) -> int:
         """The rows holding `token` (a lower-case ASCII token), in the caller's transaction."""
         snapshot = None if self._removing else self._snapshot

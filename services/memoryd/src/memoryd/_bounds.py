@@ -1,0 +1,245 @@
+"""Each frequent term's best score in the index, kept as rows are added (MaxScore's bound).
+
+A term adds `idf * f * (k1 + 1) / (f + k1 * (1 - b + b * D / avgdl))` to a row's bm25,
+with `f` its instances in the row and `D` the row's tokens. That grows with `f` and
+shrinks with `D`, so over the rows holding a term it is largest at one of the rows no
+other row beats on both counts: the term's *frontier*, for each instance count seen the
+fewest tokens of a row with that count (a few pairs per term). Kept as pairs rather than
+as a score, the bound stays exact whatever `N`, `n` and `avgdl` have become since, and
+rows removed later only lower the true best score: the bound stays an upper bound.
+
+`TermBounds` reads the frontiers of the frequent terms (those `Vocabulary` keeps) in one
+background scan of the index's text (`scan`), and adds every row written since
+(`added`, called by the writer before each commit). A term without a frontier gets the
+loose bound, `(k1 + 1) * idf`. Instances come from the row's text when its tokens are
+certain (`tokens_of`, and their count equal to FTS5's), otherwise from FTS5 itself: the
+rows are tokenized by a temporary FTS5 table with the same tokenizer and read back
+through fts5vocab.
+
+Nothing is stored on disk: the index file holds the spec's schema and nothing else, and
+a scan after each start or rebuild costs seconds per million rows, in the background.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from ._bm25 import K1, B, tokens_of
+from ._vocabulary import _varint
+
+__all__ = ["Frontier", "TermBounds", "best_part", "merge"]
+
+Connection = Any
+
+Frontier = dict[int, int]
+"""Instances in a row → the fewest tokens of a row holding the term that many times."""
+
+STEP = 20_000
+"""Rows read between two looks at the stop flag."""
+
+
+def best_part(frontier: Frontier, avgdl: float) -> float:
+    """The largest `f * (k1 + 1) / (f + k1 * (1 - b + b * D / avgdl))` of the frontier.
+
+    The same operations as FTS5's bm25, so that a row at the frontier scores at most
+    this times its term's IDF, to the last bit (callers still add a margin).
+    """
+    best = 0.0
+    for f, size in frontier.items():
+        tf = float(f)
+        best = max(best, (tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * float(size) / avgdl)))
+    return best
+
+
+def merge(into: dict[bytes, Frontier], term: bytes, instances: int, size: int) -> None:
+    """Add one row holding `term` `instances` times in `size` tokens to `into`."""
+    frontier = into.get(term)
+    if frontier is None:
+        into[term] = {instances: size}
+    elif size < frontier.get(instances, size + 1):
+        frontier[instances] = size
+
+
+class _Tokenizer:
+    """FTS5's own instances of each term in chosen rows (a temporary FTS5 table)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bound_rows "
+            "USING fts5(text, tokenize = 'unicode61')"
+        )
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bound_instances "
+            "USING fts5vocab(temp, bound_rows, 'instance')"
+        )
+
+    def instances(self, rows: list[tuple[int, str]]) -> dict[int, Counter[bytes]]:
+        """Each row's instances per token, as FTS5 tokenizes it."""
+        self.conn.executemany("INSERT INTO temp.bound_rows (rowid, text) VALUES (?, ?)", rows)
+        try:
+            found: dict[int, Counter[bytes]] = {rowid: Counter() for rowid, _ in rows}
+            for term, rowid, n in self.conn.execute(
+                "SELECT term, doc, count(*) FROM temp.bound_instances GROUP BY term, doc"
+            ):
+                found[rowid][str(term).encode()] = int(n)
+            return found
+        finally:
+            self.conn.execute("DELETE FROM temp.bound_rows")
+
+
+def _frontiers(
+    conn: Connection,
+    rows: Iterable[tuple[int, str | None, int]],
+    keep: set[bytes] | None,
+    into: dict[bytes, Frontier],
+    stop: threading.Event | None = None,
+) -> bool:
+    """Add `(rowid, text, tokens)` rows to `into`, for the terms of `keep` (all if None).
+
+    False when `stop` was set before the end.
+    """
+    uncertain: list[tuple[int, str]] = []
+    sizes: dict[int, int] = {}
+    for n, (rowid, text, size) in enumerate(rows):
+        if stop is not None and n % STEP == 0 and stop.is_set():
+            return False
+        words = tokens_of(text or "")
+        if words is None or len(words) != size:
+            uncertain.append((rowid, text or ""))
+            sizes[rowid] = size
+            continue
+        counts = Counter(words)
+        for term in counts.keys() & keep if keep is not None else counts.keys():
+            merge(into, term, counts[term], size)
+    if uncertain:
+        tokenizer = _Tokenizer(conn)
+        for i in range(0, len(uncertain), 256):
+            for rowid, counts in tokenizer.instances(uncertain[i : i + 256]).items():
+                for term in counts.keys() & keep if keep is not None else counts.keys():
+                    merge(into, term, counts[term], sizes[rowid])
+    return True
+
+
+class TermBounds:
+    """The frontiers of the frequent terms, for the live index (see the module doc).
+
+    `scan` reads them in one read transaction; `added` folds in rows committed later,
+    also while a scan runs (they go to `_pending` as well, since the scan's snapshot may
+    predate them). `clear` forgets everything when the index file is replaced.
+    """
+
+    def __init__(self) -> None:
+        self._frontiers: dict[bytes, Frontier] | None = None
+        self._pending: dict[bytes, Frontier] | None = None
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget the frontiers (the index was replaced by a new file)."""
+        with self._lock:
+            self._frontiers = None
+            self._pending = None
+            self._generation += 1
+
+    def missing(self) -> bool:
+        """Whether no scan has read the current file yet."""
+        return self._frontiers is None
+
+    def frontier(self, token: str) -> Frontier | None:
+        """The frontier of `token` (a lower-case ASCII token), or None when not kept."""
+        frontiers = self._frontiers
+        if frontiers is None:
+            return None
+        return frontiers.get(token.encode())
+
+    def begin(self, conn: Connection) -> int:
+        """Start a scan: its read transaction on `conn`, and `_pending` for rows added later.
+
+        Call it with no write in flight (holding the writer): a row folded in before the
+        scan began but committed after its snapshot would be in neither.
+        """
+        with self._lock:
+            generation = self._generation
+            self._pending = {}
+        conn.execute("BEGIN")
+        conn.execute("SELECT count(*) FROM hits_docsize WHERE id = 0").fetchone()  # the snapshot
+        return generation
+
+    def scan(
+        self,
+        conn: Connection,
+        keep: Iterable[str],
+        stop: threading.Event,
+        generation: int | None = None,
+    ) -> bool:
+        """Read the frontiers of `keep` (the frequent terms) from every row of the index.
+
+        `generation` is what `begin` returned, when the caller began the scan itself
+        (otherwise it begins here). False when `stop` was set before the end (nothing is
+        kept then).
+        """
+        wanted = {term.encode() for term in keep}
+        if generation is None:
+            generation = self.begin(conn)
+        found: dict[bytes, Frontier] = {}
+        try:
+            rows = conn.execute(
+                "SELECT c.id, c.c0, d.sz FROM hits_content c JOIN hits_docsize d ON d.id = c.id"
+            )
+            finished = _frontiers(
+                conn, ((r, t, _varint(s, 0)[0]) for r, t, s in rows), wanted, found, stop
+            )
+        finally:
+            conn.execute("COMMIT")
+        with self._lock:
+            if not finished or generation != self._generation or self._pending is None:
+                return False
+            for term, frontier in self._pending.items():
+                if term in found:
+                    for instances, size in frontier.items():
+                        merge(found, term, instances, size)
+            self._frontiers = found
+            self._pending = None
+        return True
+
+    def added(self, conn: Connection, first_rowid: int, texts: list[str]) -> None:
+        """Fold in rows being added (`texts` at rowids from `first_rowid`).
+
+        Called inside the writer's transaction, before it commits: a search that can see
+        a row must find it in the bounds (a rolled-back row only loosens them). Their
+        token counts are FTS5's: `conn` tokenizes the rows whose tokens are not certain.
+        A live frontier is replaced, never changed in place: searches read it unlocked.
+        """
+        if self._frontiers is None and self._pending is None:
+            return
+        found: dict[bytes, Frontier] = {}
+        _frontiers(conn, _sized(conn, first_rowid, texts), None, found)
+        with self._lock:
+            for target in (self._frontiers, self._pending):
+                if target is None:
+                    continue
+                for term, frontier in found.items():
+                    if target is self._frontiers and term not in target:
+                        continue  # not a frequent term: the loose bound holds for it
+                    if term in target:
+                        target[term] = dict(target[term])
+                    for instances, size in frontier.items():
+                        merge(target, term, instances, size)
+
+
+def _sized(conn: Connection, first_rowid: int, texts: list[str]) -> list[tuple[int, str, int]]:
+    """The rows with FTS5's token counts (`hits_docsize`)."""
+    sized: list[tuple[int, str, int]] = []
+    for start in range(0, len(texts), 500):
+        rowids = list(range(first_rowid + start, first_rowid + min(len(texts), start + 500)))
+        marks = ",".join("?" * len(rowids))
+        found = conn.execute(f"SELECT id, sz FROM hits_docsize WHERE id IN ({marks})", rowids)
+        sizes = {rowid: _varint(size, 0)[0] for rowid, size in found}
+        sized.extend(
+            (rowid, texts[rowid - first_rowid], sizes[rowid]) for rowid in rowids if rowid in sizes
+        )
+    return sized
