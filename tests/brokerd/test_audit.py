@@ -417,3 +417,14 @@ async def test_a_head_file_cut_anywhere_in_its_last_line_is_never_tampering(
         again = opened(directory)
         assert again.broken is None
         assert await verified(again) == Verdict(records=len(durable))
+
+
+async def test_a_head_written_whole_before_issue_22_is_read_and_kept(tmp_path: Path) -> None:
+    """Before, the head file was one head without its newline, replaced at every append."""
+    await written(tmp_path, SEPT, SEPT)
+    (last,) = head_lines(tmp_path)[-1:]
+    (tmp_path / "head").write_bytes(msgspec.json.encode(last))
+    again = opened(tmp_path)
+    assert again.broken is None
+    assert (tmp_path / "head").read_bytes() == msgspec.json.encode(last) + b"\n"
+    assert await verified(again) == Verdict(records=2)
