@@ -335,7 +335,9 @@ async def test_the_owner_sees_the_bot_typing_in_the_thread_while_the_model_think
     mms: MattermostStack,
 ) -> None:
     world = World(mms.mm, mms.owner, mms.bot, mms.stranger, mms.dm)
-    mms.stack.script(Step(text="Slowly.", delay_s=4.0))
+    # Typing is sent every 3 s: 7 s of thinking leaves room for the second one on a
+    # loaded machine (with 4 s, a gate beside two benchmarks missed it once).
+    mms.stack.script(Step(text="Slowly.", delay_s=7.0))
     async with world.ws(mms.owner) as ws:
         assert (await next_event(ws))["event"] == "hello"
         asked = mms.says("think hard")
