@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from memoryd_fts import append, connect
 
 from memoryd import _maxscore
-from memoryd._bm25 import K1, B, Scorer
-from memoryd._bounds import Frontier, Staircase, TermBounds, best_part, joint_reaches, staircase
+from memoryd._bm25 import Scorer
+from memoryd._bounds import Frontier, TermBounds, best_part
 from memoryd._logs import Row
 from memoryd._search import Vocabulary, averages, naive, rank
 from memoryd._store import Writer
@@ -108,126 +108,6 @@ def test_with_the_bounds_the_ranking_is_the_spec_query_s(
     event(ranking.plan)
     assert ranking.exact
     assert ranking.rows == baseline
-
-
-@settings(max_examples=150, deadline=None)
-@given(case=grown(), data=st.data())
-def test_a_joint_bound_is_never_below_a_row_s_score(
-    case: tuple[list[str], list[str], list[str]], data: st.DataObject
-) -> None:
-    before, after, query = case
-    conn = connect(before)
-    try:
-        _, bounds = _scan(conn)
-        if after:
-            bounds.added(conn, append(conn, after)[0], after)
-        rows, tokens = averages(conn)
-        terms = [
-            t for t in dict.fromkeys(w.lower() for w in query) if bounds.frontier(t) is not None
-        ]
-        if not terms:
-            return
-        required = data.draw(st.lists(st.sampled_from(terms), min_size=1, unique=True))
-        optional = [t for t in terms if t not in required and data.draw(st.booleans())]
-        chosen = [*required, *optional]
-        scorer = Scorer(conn, chosen, [len(_parts(conn, t)) for t in chosen], rows, tokens)
-        weighted = [
-            (x, staircase(bounds.frontier(t) or {}))
-            for x, t in zip(scorer.idf, chosen, strict=True)
-        ]
-
-        def reaches(score: float) -> bool:
-            return joint_reaches(
-                weighted[: len(required)], weighted[len(required) :], scorer.avgdl, score
-            )
-
-        match = " AND ".join(f'"{t}"' for t in required)
-        holding = [
-            r for (r,) in conn.execute("SELECT rowid FROM hits WHERE hits MATCH ?", (match,))
-        ]
-        # Every row holding the required terms may reach its own score over them and the
-        # optional ones (`Scorer` is FTS5's bm25, to the bit) …
-        scores = [-s for s in scorer.score(holding).values()]
-        assert all(reaches(score * (1 - 1e-12)) for score in scores)
-        if not optional:
-            # … and its score by FTS5's own bm25 over the required terms.
-            found = conn.execute("SELECT -bm25(hits) FROM hits WHERE hits MATCH ?", (match,))
-            assert all(reaches(float(s) * (1 - 1e-12)) for (s,) in found)
-        # The bound is never looser than the sum of the terms' own best scores.
-        parts = sum(
-            x * best_part(bounds.frontier(t) or {}, scorer.avgdl)
-            for x, t in zip(scorer.idf, chosen, strict=True)
-        )
-        assert not reaches(parts * (1 + 1e-12))
-        event("tighter" if not reaches(parts * (1 - 1e-6)) else "as loose")
-        event("no row" if not scores else "rows")
-    finally:
-        conn.close()
-
-
-def _top(steps: Staircase, size: int) -> int:
-    return max((f for s, f in steps if s <= size), default=0)
-
-
-def _brute(
-    required: list[tuple[float, Staircase]], optional: list[tuple[float, Staircase]], avgdl: float
-) -> float:
-    """The largest score of any instances the bound allows, every combination tried."""
-    terms = [*required, *optional]
-    start = max([len(required), 1, *(steps[0][0] for _, steps in required)])
-    end = max(s for _, steps in terms for s, _ in steps) + sum(steps[-1][1] for _, steps in terms)
-    best = 0.0
-    for size in range(start, end + 1):
-        norm = K1 * (1 - B + B * size / avgdl)
-        ranges = [
-            range(1 if t < len(required) else 0, _top(steps, size) + 1)
-            for t, (_, steps) in enumerate(terms)
-        ]
-        for f in itertools.product(*ranges):
-            if sum(f) <= size:
-                parts = (
-                    x * (n * (K1 + 1)) / (n + norm) for (x, _), n in zip(terms, f, strict=True)
-                )
-                best = max(best, sum(parts))
-    return best
-
-
-@st.composite
-def staircases(draw: st.DrawFn) -> tuple[float, Staircase]:
-    frontier = draw(st.dictionaries(st.integers(1, 5), st.integers(1, 12), min_size=1, max_size=4))
-    # A row holding a term f times has at least f tokens.
-    frontier = {f: max(f, size) for f, size in frontier.items()}
-    return draw(st.floats(1e-6, 8.0)), staircase(frontier)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    required=st.lists(staircases(), max_size=3),
-    optional=st.lists(staircases(), max_size=2),
-    avgdl=st.floats(1.0, 30.0),
-    scale=st.floats(0.0, 2.0),
-)
-def test_a_joint_bound_is_reached_exactly_when_a_combination_reaches_it(
-    required: list[tuple[float, Staircase]],
-    optional: list[tuple[float, Staircase]],
-    avgdl: float,
-    scale: float,
-) -> None:
-    if not required and not optional:
-        return
-    best = _brute(required, optional, avgdl)
-    assert joint_reaches(required, optional, avgdl, best * (1 - 1e-9))
-    assert not joint_reaches(required, optional, avgdl, best * (1 + 1e-9))
-    if abs(scale - 1) > 1e-9:
-        assert joint_reaches(required, optional, avgdl, best * scale) == (scale < 1)
-
-
-@given(frontier=st.dictionaries(st.integers(1, 30), st.integers(1, 100), min_size=1))
-def test_a_staircase_allows_every_pair_of_its_frontier(frontier: Frontier) -> None:
-    steps = staircase(frontier)
-    assert all(_top(steps, size) >= f for f, size in frontier.items())
-    assert steps == sorted(steps)
-    assert [f for _, f in steps] == sorted({f for _, f in steps})
 
 
 def test_a_scan_stopped_keeps_nothing() -> None:

@@ -22,8 +22,6 @@ a scan after each start or rebuild costs seconds per million rows, in the backgr
 
 from __future__ import annotations
 
-import heapq
-import math
 import threading
 from collections import Counter
 from collections.abc import Iterable
@@ -32,15 +30,7 @@ from typing import Any
 from ._bm25 import K1, B, tokens_of
 from ._vocabulary import _varint
 
-__all__ = [
-    "Frontier",
-    "Staircase",
-    "TermBounds",
-    "best_part",
-    "joint_reaches",
-    "merge",
-    "staircase",
-]
+__all__ = ["Frontier", "TermBounds", "best_part", "merge"]
 
 Connection = Any
 
@@ -62,136 +52,6 @@ def best_part(frontier: Frontier, avgdl: float) -> float:
         tf = float(f)
         best = max(best, (tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * float(size) / avgdl)))
     return best
-
-
-Staircase = list[tuple[int, int]]
-"""A frontier's pairs that no other pair beats on both counts, as `(tokens, instances)`,
-both increasing: a row of `D` tokens holds the term at most as many times as the last
-pair with at most `D` tokens says (`staircase`)."""
-
-
-def staircase(frontier: Frontier) -> Staircase:
-    """The pairs of `frontier` that no other pair beats on both counts (see `Staircase`).
-
-    A row holding the term `f` times in `D` tokens has `frontier[f] <= D`, and the pair
-    `(frontier[f], f)` is kept or beaten by a kept one with more instances and no more
-    tokens: so at `D` tokens the staircase allows at least `f`.
-    """
-    steps: Staircase = []
-    fewest = math.inf
-    for instances in sorted(frontier, reverse=True):
-        size = frontier[instances]
-        if size < fewest:
-            steps.append((size, instances))
-            fewest = size
-    steps.reverse()
-    return steps
-
-
-def joint_reaches(
-    required: list[tuple[float, Staircase]],
-    optional: list[tuple[float, Staircase]],
-    avgdl: float,
-    score: float,
-) -> bool:
-    """Whether a row holding every `required` term might score `score` over these terms.
-
-    Each term is `(idf, staircase)`. The sum of the terms' own best scores assumes a
-    different best row per term; but a row has one length `D`, and its instances of
-    distinct terms are distinct tokens. So a row holding the required terms, with `f_t`
-    instances of term `t` in `D` tokens, meets all of:
-
-    1. `D >= D0`, the largest of the required terms' fewest tokens, and of their number;
-    2. `f_t <= top_t(D)`, the staircase's instances at `D` (see `staircase`), and
-       `f_t >= 1` for a required term (`>= 0` for an optional one);
-    3. `sum(f_t) <= D`.
-
-    Its bm25 over the terms, `sum(idf_t * g(f_t, D))` with `g(f, D) = f (k1+1) / (f +
-    k1 (1 - b + b D / avgdl))`, is then at most the best such sum over the integers
-    allowed at its `D`, so if no `D >= D0` allows `score`, no row reaches it. This
-    answers that exactly (the tests compare it with trying every combination):
-
-    - For one `D`, `g` is concave and increasing in `f`, so adding instances one at a
-      time, each to the term it raises most, from the lowest allowed and within the
-      tops, until `D` are used, reaches the largest sum (`_allocated`).
-    - The tops change only at the staircases' sizes. Within a stretch of `D` between
-      two of them, the sum with the tops at the stretch's first `D`, ignoring (3), is
-      an upper bound for the whole stretch (`g` falls as `D` grows): below `score`, the
-      stretch is passed. If the tops fit in that first `D` it is also reached there.
-      Otherwise only `D` up to the tops' total matter (past it (3) no longer limits and
-      `g` only falls): that range is halved while `_allocated` with the range's first
-      `D` and its last one's budget (again an upper bound) reaches `score`, down to a
-      single `D`, where it is exact.
-
-    Callers keep a margin for FTS5's own order of summation.
-    """
-    terms = [*required, *optional]
-    idfs = [x for x, _ in terms]
-    lowest = [1] * len(required) + [0] * len(optional)
-    start = max([len(required), 1, *(steps[0][0] for _, steps in required)])
-    top = [0] * len(terms)
-    changes: list[tuple[int, int, int]] = []
-    for t, (_, steps) in enumerate(terms):
-        for size, instances in steps:
-            if size <= start:
-                top[t] = instances
-            else:
-                changes.append((size, t, instances))
-    changes.sort()
-
-    def within(first: int, last: int) -> bool:
-        if _allocated(idfs, lowest, top, first, last, avgdl) < score:
-            return False
-        if first == last:
-            return True
-        middle = (first + last) // 2
-        return within(first, middle) or within(middle + 1, last)
-
-    at = 0
-    lo = start
-    while True:
-        total = sum(top)
-        if _allocated(idfs, lowest, top, lo, total, avgdl) >= score:
-            if total <= lo:
-                return True
-            hi = changes[at][0] if at < len(changes) else total + 1
-            if within(lo, min(hi - 1, total)):
-                return True
-        if at >= len(changes):
-            return False
-        lo = changes[at][0]
-        while at < len(changes) and changes[at][0] == lo:
-            top[changes[at][1]] = changes[at][2]
-            at += 1
-
-
-def _allocated(
-    idfs: list[float], lowest: list[int], top: list[int], size: int, budget: int, avgdl: float
-) -> float:
-    """The largest `sum(idf * g(f, size))` with `lowest <= f <= top` and `sum(f) <= budget`."""
-    norm = K1 * (1 - B + B * float(size) / avgdl)
-
-    def g(f: int) -> float:
-        tf = float(f)
-        return (tf * (K1 + 1.0)) / (tf + norm)
-
-    if sum(top) <= budget:
-        return sum(x * g(f) for x, f in zip(idfs, top, strict=True))
-    f = list(lowest)
-    left = budget - sum(f)
-    gains = [
-        (-x * (g(n + 1) - g(n)), t)
-        for t, (x, n) in enumerate(zip(idfs, f, strict=True))
-        if n < top[t]
-    ]
-    heapq.heapify(gains)
-    while left > 0 and gains:
-        _, t = heapq.heappop(gains)
-        f[t] += 1
-        left -= 1
-        if f[t] < top[t]:
-            heapq.heappush(gains, (-idfs[t] * (g(f[t] + 1) - g(f[t])), t))
-    return sum(x * g(n) for x, n in zip(idfs, f, strict=True))
 
 
 def merge(into: dict[bytes, Frontier], term: bytes, instances: int, size: int) -> None:

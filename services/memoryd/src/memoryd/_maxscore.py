@@ -46,7 +46,6 @@ import math
 from typing import Any
 
 from ._bm25 import K1, Scorer
-from ._bounds import Staircase, joint_reaches
 from ._query import match_string
 
 __all__ = ["HEAVY_SHARE", "RARE_SHARE", "Budget", "MaxScore"]
@@ -102,7 +101,6 @@ class MaxScore:
         k: int,
         budget: Budget,
         best_parts: list[float | None] | None = None,
-        stairs: list[Staircase | None] | None = None,
     ) -> None:
         self.conn = conn
         self.scorer = scorer
@@ -115,7 +113,6 @@ class MaxScore:
             x * (K1 + 1.0 if part is None else part) * (1 + SLACK)
             for x, part in zip(scorer.idf, parts, strict=True)
         ]
-        self.stairs = stairs or [None] * len(self.terms)
         self.exact = True
         self.scored: dict[int, float] = {}
         self._best: list[float] = []  # a min-heap of the k best scores, positive
@@ -154,18 +151,6 @@ class MaxScore:
 
     def _below(self, bound: float) -> bool:
         return bound * (1 + SLACK) < self.threshold()
-
-    def _jointly_below(self, pattern: tuple[int, ...], others: list[int]) -> bool:
-        """Whether rows holding `pattern` (and any of `others`) cannot reach the threshold.
-
-        Their bm25 over the terms with a staircase is bounded jointly (`joint_reaches`: one
-        row, one length); each term without one adds at most its own bound.
-        """
-        alone = sum(self.bound[i] for i in (*pattern, *others) if self.stairs[i] is None)
-        need = self.threshold() / (1 + SLACK) ** 2 - alone
-        required = [(self.scorer.idf[i], s) for i in pattern if (s := self.stairs[i]) is not None]
-        optional = [(self.scorer.idf[i], s) for i in others if (s := self.stairs[i]) is not None]
-        return not joint_reaches(required, optional, self.scorer.avgdl, need)
 
     def offer(self, rowids: list[int]) -> bool:
         """Score the rows not scored yet; False once the row budget is spent.
@@ -237,18 +222,18 @@ class MaxScore:
         ):
             return self.answer()
         # Rows with a rare term and no middle one: patterns of rare terms, cheap to rank.
-        if not self._patterns(self._by_bound(self.rare), self.heavy + self.common, others=False):
+        if not self._patterns(self._by_bound(self.rare), slack, others=False):
             return self.answer()
         # Rows without a rare term: patterns of the middle terms (then the heavy ones).
         order = self._by_bound(self.middle) + self._by_bound(self.heavy)
-        if not self._patterns(order, self.common, others=True):
+        if not self._patterns(order, self._sum(self.common), others=True):
             return None if self._only_common else self.answer()
         return self.answer()
 
     def _by_bound(self, terms: list[int]) -> list[int]:
         return sorted(terms, key=lambda i: (-self.bound[i], i))
 
-    def _patterns(self, order: list[int], extra: list[int], *, others: bool) -> bool:
+    def _patterns(self, order: list[int], slack: float, *, others: bool) -> bool:
         """Rank the rows holding each pattern of `order` that can reach the threshold.
 
         A pattern is a set of terms a row must hold, and the terms of `order` before the
@@ -261,7 +246,6 @@ class MaxScore:
         rows holding only common words might belong in the answer (`_only_common`).
         Past the pattern budget (`others` only) the remaining patterns are left out.
         """
-        slack = self._sum(extra)
         undecided = [self._sum(order[j:]) for j in range(len(order) + 1)]
         stack: list[tuple[tuple[int, ...], int]] = [((), 0)]
         spent = 0.0
@@ -270,8 +254,6 @@ class MaxScore:
             pattern, j = stack.pop()
             own = self._sum(pattern)
             if self._below(own + undecided[j] + slack):
-                continue
-            if pattern and self._jointly_below(pattern, [*order[j:], *extra]):
                 continue
             nodes += 1
             if others and nodes > self.budget.nodes and len(self._best) >= self.k:

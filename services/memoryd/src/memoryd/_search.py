@@ -15,7 +15,7 @@ from typing import Any
 from proto import HitSource
 
 from ._bm25 import Scorer
-from ._bounds import Staircase, TermBounds, best_part, staircase
+from ._bounds import TermBounds, best_part
 from ._maxscore import HEAVY_SHARE, RARE_SHARE, Budget, MaxScore
 from ._query import match_string
 from ._vocabulary import Vocabulary, averages, prepare, walk_count
@@ -105,14 +105,11 @@ def rank(
     counts = [vocabulary.count(conn, t) for t in lowered]
     scorer = Scorer(conn, lowered, counts, rows, tokens)
     parts: list[float | None] = [None] * len(lowered)
-    stairs: list[Staircase | None] = [None] * len(lowered)
     if bounds is not None:
         for i, term in enumerate(lowered):
             frontier = bounds.frontier(term)
-            if frontier is not None:
-                parts[i] = best_part(frontier, scorer.avgdl)
-                stairs[i] = staircase(frontier)
-    search = MaxScore(conn, scorer, counts, rows, k, budget or Budget(), parts, stairs)
+            parts[i] = None if frontier is None else best_part(frontier, scorer.avgdl)
+    search = MaxScore(conn, scorer, counts, rows, k, budget or Budget(), parts)
     if not search.live:
         return as_is("naive, only common words")
     if not (search.middle or search.heavy or search.common):
