@@ -168,11 +168,6 @@ class AuditFiles:
                 os.close(self._head_fd)
             self._head_fd = None
 
-    def close(self) -> None:
-        """Close both files (the next write opens them again)."""
-        self.forget_head()
-        self.close_log()
-
     def _log_unchanged(self, path: Path) -> bool:
         try:
             status = os.stat(path)
@@ -188,7 +183,7 @@ class AuditFiles:
         """
         if self._log_fd is not None and self.unsynced:
             os.fsync(self._log_fd)  # lines written to the file before it moved or changed
-        self.close_log()
+        self._close_log()
         mode = proto.file_mode(path.parent)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, mode)
         try:
@@ -205,7 +200,7 @@ class AuditFiles:
         self._log_fd, self.log_path, self._log_ino = fd, path, status.st_ino
         self._log_size = self._log_synced = self._log_kept = size
 
-    def close_log(self) -> None:
+    def _close_log(self) -> None:
         """Close the month file."""
         if self._log_fd is not None:
             with contextlib.suppress(OSError):
