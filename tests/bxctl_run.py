@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
+import msgspec
 import trio
 
 import proto
@@ -42,3 +43,22 @@ async def run(*argv: str) -> object:
         (Path(args[args.index("--home") + 1]) / "config").mkdir(parents=True, exist_ok=True)
     with trio.fail_after(CAP_S):
         return await trio.to_thread.run_sync(partial(app, args, result_action="return_value"))
+
+
+def write_session(
+    home: Path,
+    name: str,
+    *,
+    system: str = "s",
+    created: str = "2026-11-30T08:00:00Z",
+    log: bytes = b"",
+) -> Path:
+    """A session as loopd leaves it in `home`: its baseline and its log; its directory."""
+    directory = home / "sessions" / name
+    directory.mkdir(parents=True)
+    baseline = proto.Baseline(
+        session=name, epoch=0, created=created, model="m", system=system, tools=[]
+    )
+    (directory / proto.BASELINE_FILE).write_bytes(msgspec.json.encode(baseline))
+    (directory / proto.LOG_FILE).write_bytes(log)
+    return directory

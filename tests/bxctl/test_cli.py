@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from bxctl_run import run, serve
+from bxctl_run import run, serve, write_session
 from hypothesis import given
 from hypothesis import strategies as st
 from scripted_model import Step, serve_scripted_model
@@ -354,22 +354,13 @@ def test_sessions_list_and_show_read_the_files(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (short_dir / "config").mkdir(exist_ok=True)
-    directory = short_dir / "sessions" / "chat-abcdefghij"
-    directory.mkdir(parents=True)
-    baseline = proto.Baseline(
-        session="chat-abcdefghij",
-        epoch=0,
-        created="2026-11-30T08:00:00Z",
-        model="m",
-        system="s",
-        tools=[],
-    )
-    (directory / "0.baseline.json").write_bytes(__import__("msgspec").json.encode(baseline))
-    (directory / "0.jsonl").write_text(
-        '{"type":"user","time":"2026-11-30T08:00:01Z","content":"hello @here"}\n'
-        '{"type":"tool_result","time":"2026-11-30T08:00:02Z","call_id":"1","name":"http_fetch",'
-        '"content":"page","class":"public","untrusted":true}\n'
-        '{"type":"assist'
+    write_session(
+        short_dir,
+        "chat-abcdefghij",
+        log=b'{"type":"user","time":"2026-11-30T08:00:01Z","content":"hello @here"}\n'
+        b'{"type":"tool_result","time":"2026-11-30T08:00:02Z","call_id":"1","name":"http_fetch",'
+        b'"content":"page","class":"public","untrusted":true}\n'
+        b'{"type":"assist',
     )
     assert app(["sessions", "list", "--home", str(short_dir)], result_action="return_value") == 0
     listed = capsys.readouterr().out

@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import trio
-from bxctl_run import run, serve
+from bxctl_run import run, serve, write_session
 
 import proto
 from bxctl import CommandError, app
@@ -420,17 +420,7 @@ def test_sessions_show_baseline_prints_the_block_the_session_saw(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (short_dir / "config").mkdir(exist_ok=True)
-    directory = short_dir / "sessions" / "chat-abcdefghij"
-    directory.mkdir(parents=True)
-    baseline = proto.Baseline(
-        session="chat-abcdefghij",
-        epoch=0,
-        created="2026-11-30T08:00:00Z",
-        model="m",
-        system="You are boxmaker.\n\nBe brief.\n\n" + BLOCK,
-        tools=[],
-    )
-    (directory / "0.baseline.json").write_bytes(msgspec.json.encode(baseline))
+    write_session(short_dir, "chat-abcdefghij", system="You are boxmaker.\n\nBe brief.\n\n" + BLOCK)
     argv = ["sessions", "show", "chat-abc", "--baseline", "--home", str(short_dir)]
     assert app(argv, result_action="return_value") == 0
     assert capsys.readouterr().out == proto.for_terminal(BLOCK) + "\n"

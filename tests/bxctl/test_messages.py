@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bxctl_run import write_session
 
 import proto
 from bxctl import _help
@@ -41,13 +42,7 @@ def home(short_dir: Path) -> Path:
 
 
 def session(home: Path, name: str) -> None:
-    directory = home / "sessions" / name
-    directory.mkdir(parents=True)
-    baseline = proto.Baseline(session=name, epoch=0, created="t", model="m", system="s", tools=[])
-    import msgspec
-
-    (directory / proto.BASELINE_FILE).write_bytes(msgspec.json.encode(baseline))
-    (directory / proto.LOG_FILE).write_bytes(b"")
+    write_session(home, name, created="t")
 
 
 # -- one home ---------------------------------------------------------------------------

@@ -14,10 +14,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
-import msgspec
 import pytest
 import trio
-from bxctl_run import serve
+from bxctl_run import serve, write_session
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -166,13 +165,7 @@ async def test_the_quick_commands_load_no_parser_ui_http_or_event_loop(
     await serve(nursery, short_dir, proto.LOOP_MEMORY, memoryd)
     await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
     await serve(nursery, short_dir, proto.OWNER_BROKER, brokerd)
-    directory = short_dir / "sessions" / "chat-abcdefghij"
-    directory.mkdir(parents=True)
-    baseline = proto.Baseline(
-        session="chat-abcdefghij", epoch=0, created="t", model="m", system="s", tools=[]
-    )
-    (directory / proto.BASELINE_FILE).write_bytes(msgspec.json.encode(baseline))
-    (directory / proto.LOG_FILE).write_bytes(b"")
+    write_session(short_dir, "chat-abcdefghij", created="t")
     home = ["--home", str(short_dir)]
     for argv, shown in (
         (["memory", "show"], "prefers UTC"),
