@@ -14,7 +14,7 @@ from memoryd_fts import append, connect
 
 from memoryd import _maxscore
 from memoryd._bm25 import Scorer
-from memoryd._bounds import Frontier, TermBounds, best_part
+from memoryd._bounds import Frontier, TermBounds, best_part, read_frontiers
 from memoryd._logs import Row
 from memoryd._search import Vocabulary, averages, naive, rank
 from memoryd._store import Writer
@@ -108,6 +108,45 @@ def test_with_the_bounds_the_ranking_is_the_spec_query_s(
     event(ranking.plan)
     assert ranking.exact
     assert ranking.rows == baseline
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=grown())
+def test_a_scan_made_elsewhere_keeps_what_a_scan_here_keeps(
+    case: tuple[list[str], list[str], list[str]],
+) -> None:
+    """memoryd's way (`begin_elsewhere`, another connection reads, rows are added before
+    it ends, `install`) gives every frequent term the frontier a scan here gives."""
+    before, after, _ = case
+    here, there = connect(before), connect(before)
+    try:
+        vocabulary, bounds = _scan(here)
+        frequent = vocabulary.frequent()
+        assert frequent is not None
+        elsewhere = TermBounds()
+        generation = elsewhere.begin_elsewhere()
+        found = read_frontiers(there, frequent)  # its snapshot predates the rows added next
+        if after:
+            bounds.added(here, append(here, after)[0], after)
+            elsewhere.added(there, append(there, after)[0], after)
+        assert found is not None
+        assert elsewhere.install(found, generation)
+        for term in frequent:
+            assert elsewhere.frontier(term) == bounds.frontier(term), term
+    finally:
+        here.close()
+        there.close()
+
+
+def test_a_scan_of_a_file_since_replaced_keeps_nothing() -> None:
+    conn = connect(["a b c"] * 50)
+    bounds = TermBounds()
+    generation = bounds.begin_elsewhere()
+    found = read_frontiers(conn, ["a"])
+    assert found == {b"a": {1: 3}}
+    bounds.clear()  # a rebuild swapped a new file in meanwhile
+    assert not bounds.install(found, generation)
+    assert bounds.missing()
 
 
 def test_a_scan_stopped_keeps_nothing() -> None:

@@ -17,7 +17,9 @@ rows are tokenized by a temporary FTS5 table with the same tokenizer and read ba
 through fts5vocab.
 
 Nothing is stored on disk: the index file holds the spec's schema and nothing else, and
-a scan after each start or rebuild costs seconds per million rows, in the background.
+a scan after each start or rebuild costs seconds per million rows, in the background:
+memoryd runs it in a process of its own (`_scan`, `begin_elsewhere` and `install`), since
+in one of its threads the scan held the GIL most of the time and slowed every answer.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from ._bm25 import K1, B, tokens_of
 from ._vocabulary import _varint
 
-__all__ = ["Frontier", "TermBounds", "best_part", "merge"]
+__all__ = ["Frontier", "TermBounds", "best_part", "merge", "read_frontiers"]
 
 Connection = Any
 
@@ -124,6 +126,22 @@ def _frontiers(
     return True
 
 
+def read_frontiers(
+    conn: Connection, keep: Iterable[str], stop: threading.Event | None = None
+) -> dict[bytes, Frontier] | None:
+    """The frontiers of `keep` (the frequent terms) over the index's rows.
+
+    None when `stop` was set before the end.
+    """
+    wanted = {term.encode() for term in keep}
+    found: dict[bytes, Frontier] = {}
+    rows = conn.execute(
+        "SELECT c.id, c.c0, d.sz FROM hits_content c JOIN hits_docsize d ON d.id = c.id"
+    )
+    sized = ((rowid, text, _varint(size, 0)[0]) for rowid, text, size in rows)
+    return found if _frontiers(conn, sized, wanted, found, stop) else None
+
+
 class TermBounds:
     """The frontiers of the frequent terms, for the live index (see the module doc).
 
@@ -169,6 +187,17 @@ class TermBounds:
         conn.execute("SELECT count(*) FROM hits_docsize WHERE id = 0").fetchone()  # the snapshot
         return generation
 
+    def begin_elsewhere(self) -> int:
+        """Start a scan that another connection makes; the generation for `install`.
+
+        Call it with no write in flight (holding the writer): every row folded in before
+        is committed, so the other connection, opened after this, reads it; every row
+        folded in from now on goes to `_pending` as well (reading it too does no harm).
+        """
+        with self._lock:
+            self._pending = {}
+            return self._generation
+
     def scan(
         self,
         conn: Connection,
@@ -182,21 +211,22 @@ class TermBounds:
         (otherwise it begins here). False when `stop` was set before the end (nothing is
         kept then).
         """
-        wanted = {term.encode() for term in keep}
         if generation is None:
             generation = self.begin(conn)
-        found: dict[bytes, Frontier] = {}
         try:
-            rows = conn.execute(
-                "SELECT c.id, c.c0, d.sz FROM hits_content c JOIN hits_docsize d ON d.id = c.id"
-            )
-            finished = _frontiers(
-                conn, ((r, t, _varint(s, 0)[0]) for r, t, s in rows), wanted, found, stop
-            )
+            found = read_frontiers(conn, keep, stop)
         finally:
             conn.execute("COMMIT")
+        return found is not None and self.install(found, generation)
+
+    def install(self, found: dict[bytes, Frontier], generation: int) -> bool:
+        """Keep the frontiers a scan begun at `generation` read, with the rows added since.
+
+        False (nothing kept) when the bounds were cleared after it began: it read a file
+        that is no longer the index.
+        """
         with self._lock:
-            if not finished or generation != self._generation or self._pending is None:
+            if generation != self._generation or self._pending is None:
                 return False
             for term, frontier in self._pending.items():
                 if term in found:

@@ -38,6 +38,7 @@ from ._logs import (
     session_logs,
 )
 from ._query import query_terms
+from ._scan import ScanFailed, scan_elsewhere
 from ._search import (
     OPTIMISE_FROM_ROWS,
     Found,
@@ -99,7 +100,8 @@ class Index:
         self.sources = sources
         self.vocabulary = Vocabulary()
         self.bounds = TermBounds()
-        self._stop_scans = threading.Event()
+        self._scanning: trio.CancelScope | None = None
+        """The scan of the terms' best scores, while one runs."""
         self.ready = trio.Event()
         """Set once the index is open (built, if it had to be)."""
         self.caught_up = trio.Event()
@@ -135,8 +137,7 @@ class Index:
             self.caught_up.set()
             nursery.start_soon(self._keep_vocabulary)
             await shutdown.wait()
-            self._stop_scans.set()  # a scan of the terms' best scores stops at its next step
-            nursery.cancel_scope.cancel()
+            nursery.cancel_scope.cancel()  # a scan of the best scores too: its process is killed
         async with self._exclusive():
             await trio.to_thread.run_sync(self._close_all)
 
@@ -165,28 +166,28 @@ class Index:
                 await self._scan_bounds()
 
     async def _scan_bounds(self) -> None:
+        """Read the frequent terms' best scores in a process of its own (`_scan`).
+
+        A rebuild's swap cancels it: it was reading the file that is no longer the index.
+        """
         frequent = self.vocabulary.frequent() or []
         started = trio.current_time()
+        self._scanning = trio.CancelScope()
         try:
-            async with self._reading() as conn:
+            with self._scanning:
                 async with self._write_lock:  # no row is half-way to the file meanwhile
-                    generation = await trio.to_thread.run_sync(self.bounds.begin, conn)
-                try:
-                    done = await trio.to_thread.run_sync(
-                        self.bounds.scan, conn, frequent, self._stop_scans, generation
+                    generation = self.bounds.begin_elsewhere()
+                found = await scan_elsewhere(self.path, frequent)
+                if self.bounds.install(found, generation):
+                    log.info(
+                        "read the best scores of %d frequent terms in %.1f s",
+                        len(frequent),
+                        trio.current_time() - started,
                     )
-                except BaseException:
-                    roll_back(conn)  # the scan may not have started: end its transaction
-                    raise
-        except (sqlean.Error, IndexDamaged) as exc:
+        except (sqlean.Error, IndexDamaged, ScanFailed) as exc:
             log.error("cannot read the terms' best scores: %s (runbook: %s)", exc, RUNBOOK)
-        else:
-            if done:
-                log.info(
-                    "read the best scores of %d frequent terms in %.1f s",
-                    len(frequent),
-                    trio.current_time() - started,
-                )
+        finally:
+            self._scanning = None
 
     def _open_existing(self) -> bool:
         if not self.path.exists():
@@ -441,6 +442,8 @@ class Index:
                 raise
             async with self._exclusive():
                 await trio.to_thread.run_sync(self._swap, built.path, built.cursors)
+            if self._scanning is not None:
+                self._scanning.cancel()  # it reads the old file: the new one is scanned next
             self.ready.set()
             self._rescan.set()
             log.info(
