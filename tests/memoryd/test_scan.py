@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import sqlean
 import trio
-from memoryd_harness import CAP_S, append, open_index, user
+from memoryd_harness import CAP_S, SESSION, append, open_index, user
 
 from memoryd._bounds import Frontier, read_frontiers
 from memoryd._index import Index
@@ -102,3 +102,28 @@ async def test_a_rebuild_stops_the_scan_of_the_file_it_replaces(
             t: found.get(t.encode()) for t in frequent
         }
     assert calls == ["began", "stopped", "again"]
+
+
+async def test_the_best_scores_are_read_again_once_the_index_has_doubled(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memoryd._index.OPTIMISE_FROM_ROWS", 1)  # a search finds counts stale
+    monkeypatch.setattr("memoryd._index.BOUNDS_AGAIN_FROM", 30)
+    _say_things(short_dir, 20)
+    async with open_index(short_dir) as index:
+        await _scanned(index)
+        assert index.bounds.frontier("zebra") is None
+        # 20 rows more: a word no row held before, now in every other row. The first
+        # search finds the counts stale; they are counted again, and at 40 rows (twice
+        # 20, and past 30) the best scores are read again.
+        more = [user("zebra crossing" if i % 2 else "x") for i in range(20)]
+        append(short_dir / "sessions", more)
+        await index.session_updated(SESSION)
+        await index.search("zebra", 3)
+        with trio.fail_after(CAP_S):
+            while index.bounds.frontier("zebra") is None:  # noqa: ASYNC110 (no event for it)
+                await trio.sleep(0.02)
+        frequent, found = _here(index.path)
+        assert {t: index.bounds.frontier(t) for t in frequent} == {
+            t: found.get(t.encode()) for t in frequent
+        }

@@ -69,6 +69,9 @@ log = logging.getLogger("memoryd.index")
 
 READERS = 2
 RUNBOOK = "memory-index-damaged"
+BOUNDS_AGAIN_FROM = OPTIMISE_FROM_ROWS
+"""The best scores are read again once the index has doubled, from this many rows (below
+them recall runs the spec's query as it is, without them)."""
 
 
 class IndexUnavailable(IndexDamaged):
@@ -102,6 +105,8 @@ class Index:
         self.bounds = TermBounds()
         self._scanning: trio.CancelScope | None = None
         """The scan of the terms' best scores, while one runs."""
+        self._bounds_rows = 0
+        """The rows counted when the last scan of the best scores began."""
         self.ready = trio.Event()
         """Set once the index is open (built, if it had to be)."""
         self.caught_up = trio.Event()
@@ -162,8 +167,21 @@ class Index:
                 log.info(
                     "counted the index's frequent terms in %.1f s", trio.current_time() - started
                 )
-            if self.bounds.missing() and self.vocabulary.frequent() is not None:
+            if self._bounds_wanted():
                 await self._scan_bounds()
+
+    def _bounds_wanted(self) -> bool:
+        """Whether to read the terms' best scores (again), now the terms are counted.
+
+        Once per file, and again each time the index has doubled since the last read
+        (from `BOUNDS_AGAIN_FROM` rows): the frequent terms change as it grows, and a
+        term without a frontier only has the loose bound. Each read walks every row, so
+        doubling keeps them all together under twice the index's size.
+        """
+        rows = self.vocabulary.rows()
+        if rows is None:
+            return False
+        return self.bounds.missing() or rows >= max(2 * self._bounds_rows, BOUNDS_AGAIN_FROM)
 
     async def _scan_bounds(self) -> None:
         """Read the frequent terms' best scores in a process of its own (`_scan`).
@@ -177,7 +195,8 @@ class Index:
             with self._scanning:
                 async with self._write_lock:  # no row is half-way to the file meanwhile
                     generation = self.bounds.begin_elsewhere()
-                found = await scan_elsewhere(self.path, frequent)
+                    self._bounds_rows = self.vocabulary.rows() or 0
+                found = await scan_elsewhere(self.path, frequent) if frequent else {}
                 if self.bounds.install(found, generation):
                     log.info(
                         "read the best scores of %d frequent terms in %.1f s",

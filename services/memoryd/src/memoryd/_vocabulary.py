@@ -138,6 +138,11 @@ class Vocabulary:
             if generation == self._generation and not self._removing:
                 self._snapshot = (counts, rows, int(last))
 
+    def rows(self) -> int | None:
+        """The rows of the index when the last scan read it, or None."""
+        snapshot = self._snapshot
+        return None if snapshot is None else snapshot[1]
+
     def frequent(self) -> list[str] | None:
         """The terms the last scan kept (in at least `KEEP` of the rows), or None."""
         snapshot = self._snapshot
