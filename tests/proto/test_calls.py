@@ -178,6 +178,67 @@ async def test_an_error_frame_is_a_remote_error_with_its_code(
     assert str(failed.value) == "too long"
 
 
+def _full_backlog(path: Path) -> tuple[socket.socket, list[socket.socket]]:
+    """A listener at `path` whose backlog is full (one connection waits, unaccepted)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(os.fspath(path))
+    listener.listen(0)  # Linux lets one connection wait
+    waiting: list[socket.socket] = []
+    while True:
+        other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        other.setblocking(False)
+        try:
+            other.connect(os.fspath(path))
+        except BlockingIOError:
+            other.close()
+            return listener, waiting
+        waiting.append(other)
+
+
+async def test_a_full_backlog_is_waited_on_until_the_deadline(
+    client: Client, short_dir: Path
+) -> None:
+    """Not `Unreachable` (it listens) nor `CallBroken` (nothing was connected)."""
+    path = short_dir / "busy.sock"
+    listener, waiting = _full_backlog(path)
+    try:
+        started = trio.current_time()
+        with trio.fail_after(CAP_S), pytest.raises(proto.CallTimedOut):
+            await client(path, Ok, deadline_s=0.4)
+        assert trio.current_time() - started >= 0.35
+    finally:
+        for sock in [listener, *waiting]:
+            sock.close()
+
+
+async def test_a_call_goes_through_once_the_backlog_has_room(
+    client: Client, nursery: trio.Nursery, short_dir: Path
+) -> None:
+    path = short_dir / "busy.sock"
+    listener, waiting = _full_backlog(path)
+    accepting = trio.socket.from_stdlib_socket(listener)
+
+    async def answer(conn: trio.socket.SocketType) -> None:
+        async with trio.SocketStream(conn) as stream:
+            await replying(Ok())(stream)
+
+    async def accept_later() -> None:
+        await trio.sleep(0.2)
+        while True:
+            conn, _ = await accepting.accept()
+            nursery.start_soon(answer, conn)
+
+    try:
+        nursery.start_soon(accept_later)
+        with trio.fail_after(CAP_S):
+            assert await client(path, Ok, deadline_s=CAP_S) == Ok()
+    finally:
+        nursery.cancel_scope.cancel()  # the waiting connection's answer never gets a request
+        for sock in waiting:
+            sock.close()
+        accepting.close()
+
+
 async def test_a_held_connection_times_out_at_the_deadline(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, short_dir: Path
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import time
 from pathlib import Path
 from typing import TypeVar
@@ -46,16 +47,7 @@ def call_blocking(
             reply within `deadline_s`), `RemoteError`, `NoReply`, `CallBroken`, `BadReply`.
     """
     end = time.monotonic() + deadline_s
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
-        sock.settimeout(deadline_s)
-        try:
-            sock.connect(os.fspath(path))
-        except TimeoutError:
-            raise CallTimedOut(
-                f"{path} did not accept the connection within {deadline_s:g} s", deadline_s
-            ) from None
-        except OSError as exc:
-            raise unreachable(path, exc) from None
+    with _connected(path, end, deadline_s) as sock:
         try:
             sock.sendall(encode_frame(request, max_frame_bytes=max_frame_bytes))
             header = _receive(sock, HEADER_BYTES, end, path, at_boundary=True)
@@ -74,6 +66,42 @@ def call_blocking(
         except OSError as exc:
             raise CallBroken(f"the connection to {path} broke: {exc}") from None
     return expected(path, reply, expect)
+
+
+def _connected(path: Path, end: float, deadline_s: float) -> socket.socket:
+    """A connection to `path`, waiting while its listen backlog is full, until `end`.
+
+    A Unix socket has no connect in progress: with the backlog full, a connect with a
+    timeout (a non-blocking one underneath) fails at once with EAGAIN. So the connect
+    is a blocking one, and the kernel waits for room for at most the send timeout
+    (`SO_SNDTIMEO`), which is what is left of the deadline; then it says EAGAIN.
+
+    Raises:
+        Unreachable: nothing listens there.
+        CallTimedOut: nothing accepted the connection before `end`.
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    left = max(end - time.monotonic(), 0.001)
+    seconds = int(left)
+    sock.setsockopt(
+        socket.SOL_SOCKET,
+        socket.SO_SNDTIMEO,
+        struct.pack("ll", seconds, int((left - seconds) * 1_000_000)),
+    )
+    try:
+        sock.connect(os.fspath(path))
+    except BlockingIOError:
+        sock.close()
+        raise _not_accepted(path, deadline_s) from None
+    except OSError as exc:
+        sock.close()
+        raise unreachable(path, exc) from None
+    sock.settimeout(max(end - time.monotonic(), 0.001))  # for the request's send
+    return sock
+
+
+def _not_accepted(path: Path, deadline_s: float) -> CallTimedOut:
+    return CallTimedOut(f"{path} did not accept the connection within {deadline_s:g} s", deadline_s)
 
 
 def _receive(

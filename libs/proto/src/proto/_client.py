@@ -11,6 +11,7 @@ cancels a call as usual.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -32,6 +33,11 @@ from ._calls import (
 )
 from ._codec import MAX_FRAME, IncompleteFrame, PeerClosed, ProtocolError, read_frame, write_frame
 from ._messages import Message
+
+BACKLOG_FIRST_WAIT_S = 0.002
+"""How long a client first waits to connect again to a socket whose backlog is full."""
+BACKLOG_LONGEST_WAIT_S = 0.05
+"""The longest it waits between two tries (each wait doubles the last)."""
 
 __all__ = [
     "BadReply",
@@ -102,13 +108,36 @@ class Call:
 
 async def _connect(path: Path, deadline_s: float | None) -> trio.SocketStream:
     with trio.move_on_after(deadline_s if deadline_s is not None else float("inf")) as scope:
-        try:
-            return await trio.open_unix_socket(os.fspath(path))
-        except OSError as exc:
-            raise unreachable(path, exc) from None
+        return await _open_unix(path)
     assert scope.cancelled_caught
     assert deadline_s is not None
     raise CallTimedOut(f"{path} did not accept the connection within {deadline_s:g} s", deadline_s)
+
+
+async def _open_unix(path: Path) -> trio.SocketStream:
+    """A connection to the Unix socket `path`, waiting while its listen backlog is full.
+
+    A Unix socket has no connect in progress: with the backlog full, a non-blocking
+    connect fails with EAGAIN. `trio.open_unix_socket` takes that for a connection made,
+    and the first send then fails as if the server had dropped it; here the connect is
+    tried again, ever less often, until the caller's deadline.
+    """
+    wait = BACKLOG_FIRST_WAIT_S
+    while True:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        sock.setblocking(False)
+        try:
+            sock.connect(os.fspath(path))
+        except BlockingIOError:
+            sock.close()
+            await trio.sleep(wait)
+            wait = min(2 * wait, BACKLOG_LONGEST_WAIT_S)
+            continue
+        except OSError as exc:
+            sock.close()
+            raise unreachable(path, exc) from None
+        return trio.SocketStream(trio.socket.from_stdlib_socket(sock))
 
 
 @asynccontextmanager
