@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import trio
 
+from ._backoff import Backoff
 from ._calls import (
     BadReply,
     CallBroken,
@@ -37,7 +38,7 @@ from ._messages import Message
 BACKLOG_FIRST_WAIT_S = 0.002
 """How long a client first waits to connect again to a socket whose backlog is full."""
 BACKLOG_LONGEST_WAIT_S = 0.05
-"""The longest it waits between two tries (each wait doubles the last)."""
+"""The longest it waits between two tries (`Backoff`: each doubles the last, jittered)."""
 
 __all__ = [
     "BadReply",
@@ -122,7 +123,7 @@ async def _open_unix(path: Path) -> trio.SocketStream:
     and the first send then fails as if the server had dropped it; here the connect is
     tried again, ever less often, until the caller's deadline.
     """
-    wait = BACKLOG_FIRST_WAIT_S
+    backoff = Backoff(BACKLOG_FIRST_WAIT_S, BACKLOG_LONGEST_WAIT_S)
     while True:
         await trio.lowlevel.checkpoint_if_cancelled()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
@@ -131,8 +132,7 @@ async def _open_unix(path: Path) -> trio.SocketStream:
             sock.connect(os.fspath(path))
         except BlockingIOError:
             sock.close()
-            await trio.sleep(wait)
-            wait = min(2 * wait, BACKLOG_LONGEST_WAIT_S)
+            await trio.sleep(backoff.next())
             continue
         except OSError as exc:
             sock.close()
