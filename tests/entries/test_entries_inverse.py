@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 
+import msgspec
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import entries
-from entries import EditRefused, apply_edit, arguments_json, inverse
+from entries import EditRefused, apply_edit, inverse
 from proto import (
     ConsolidateItem,
     MemoryAdd,
@@ -105,7 +106,7 @@ def test_the_inverse_of_an_applied_edit_restores_the_file_exactly(
     undo = inverse(file, before, after)
     assert list(apply_edit(after, undo).entries) == before
     # what travels to brokerd as JSON parses back to the same edit
-    assert parse_memory_args(arguments_json(undo)) == undo
+    assert parse_memory_args(msgspec.json.encode(undo)) == undo
 
 
 @given(applied(), st.data())
@@ -167,12 +168,12 @@ def test_the_inverse_is_the_plainest_edit_that_undoes(
     assert inverse("memory", before, after) == expected
 
 
-def test_the_arguments_are_the_memory_tools_json_without_nulls() -> None:
+def test_an_edit_encodes_as_the_memory_tools_json_without_nulls() -> None:
     undo = inverse("user", ["a", "b"], ["b"])
-    assert arguments_json(undo) == (
+    assert msgspec.json.encode(undo).decode() == (
         '{"action":"consolidate","file":"user","entries":[{"text":"a"},{"old":"b","keep":true}]}'
     )
-    assert arguments_json(MemoryRemove(file="memory", old="x")) == (
+    assert msgspec.json.encode(MemoryRemove(file="memory", old="x")).decode() == (
         '{"action":"remove","file":"memory","old":"x"}'
     )
 

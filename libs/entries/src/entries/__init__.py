@@ -28,7 +28,6 @@ from ._format import is_entry as is_entry
 from ._format import is_separator as is_separator
 from ._format import parse as parse
 from ._format import render as render
-from ._inverse import arguments_json as arguments_json
 from ._inverse import inverse as inverse
 from ._inverse import with_text as with_text
 from ._limits import MEMORY_LIMIT as MEMORY_LIMIT
@@ -57,7 +56,6 @@ __all__ = [
     "RefusalCode",
     "apply_edit",
     "archive_record",
-    "arguments_json",
     "chars",
     "check_entry",
     "file_name",

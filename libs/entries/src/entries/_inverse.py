@@ -17,7 +17,6 @@ has changed since (a stale undo) is refused by `apply_edit` and changes nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, assert_never
 
 import msgspec
 
@@ -33,7 +32,7 @@ from proto import (
     parse_memory_args,
 )
 
-__all__ = ["arguments_json", "inverse", "with_text"]
+__all__ = ["inverse", "with_text"]
 
 
 def inverse(file: MemoryFile, before: Sequence[str], after: Sequence[str]) -> MemoryArgs:
@@ -88,38 +87,3 @@ def with_text(arguments: str, text: str) -> str | None:
     call = msgspec.json.decode(arguments)
     call["text"] = text
     return msgspec.json.encode(call).decode()
-
-
-def arguments_json(args: MemoryArgs) -> str:
-    """The memory tool's arguments for `args`, as JSON (what a `memory_edit` carries)."""
-    call: dict[str, Any] = {"action": _action(args), "file": args.file}
-    match args:
-        case MemoryAdd(text=text):
-            call["text"] = text
-        case MemoryReplace(old=old, text=text):
-            call["old"] = old
-            call["text"] = text
-        case MemoryRemove(old=old):
-            call["old"] = old
-        case MemoryConsolidate(entries=items):
-            call["entries"] = [
-                {k: v for k, v in msgspec.structs.asdict(item).items() if v is not None}
-                for item in items
-            ]
-        case _:
-            assert_never(args)
-    return msgspec.json.encode(call).decode()
-
-
-def _action(args: MemoryArgs) -> str:
-    match args:
-        case MemoryAdd():
-            return "add"
-        case MemoryReplace():
-            return "replace"
-        case MemoryRemove():
-            return "remove"
-        case MemoryConsolidate():
-            return "consolidate"
-        case _:
-            assert_never(args)

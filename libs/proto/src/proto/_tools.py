@@ -73,6 +73,8 @@ SOUL_LIMIT = 4000
 MemoryFile = Literal["memory", "user"]
 """The files the memory tool may edit: memory.md and user.md (never soul.md)."""
 
+MemoryAction = Literal["add", "replace", "remove", "consolidate"]
+
 
 class ToolArgsError(ValueError):
     """A tool's arguments are not JSON, or not of the tool's shape."""
@@ -98,36 +100,47 @@ class RecallArgs(_Args, frozen=True, kw_only=True):
     k: Annotated[int, msgspec.Meta(ge=1, le=MAX_K)] = DEFAULT_K
 
 
-class _MemoryAction(msgspec.Struct, frozen=True, kw_only=True):
-    """Base of the four memory edits, as memoryd and `entries` use them."""
+class _MemoryAction(msgspec.Struct, frozen=True, kw_only=True, tag_field="action"):
+    """Base of the four memory edits, as memoryd and `entries` use them.
+
+    Tagged by `action`, so `msgspec.json.encode(args)` is the memory tool's arguments for
+    the edit (what an owner's `memory_edit` carries), and `action` names it.
+    """
 
     file: MemoryFile
 
+    @property
+    def action(self) -> MemoryAction:
+        """The edit's action: its tag on the wire."""
+        action: MemoryAction = type(self).__struct_config__.tag  # type: ignore[assignment]
+        return action
 
-class MemoryAdd(_MemoryAction, frozen=True, kw_only=True):
+
+class MemoryAdd(_MemoryAction, frozen=True, kw_only=True, tag="add"):
     """Add one entry."""
 
     text: str
 
 
-class MemoryReplace(_MemoryAction, frozen=True, kw_only=True):
+class MemoryReplace(_MemoryAction, frozen=True, kw_only=True, tag="replace"):
     """Replace the entry whose text is exactly `old` with `text`."""
 
     old: str
     text: str
 
 
-class MemoryRemove(_MemoryAction, frozen=True, kw_only=True):
+class MemoryRemove(_MemoryAction, frozen=True, kw_only=True, tag="remove"):
     """Remove the entry whose text is exactly `old`."""
 
     old: str
 
 
-class ConsolidateItem(_Args, frozen=True, kw_only=True):
+class ConsolidateItem(_Args, frozen=True, kw_only=True, omit_defaults=True):
     """One item of a consolidate: an existing entry and what becomes of it, or a new entry.
 
     An item naming an entry (`old`) carries exactly one of `keep`, `text` (its rewrite),
     `move` (to archive.md) or `drop`, each true. An item with only `text` is a new entry.
+    What it does not carry is left out of its JSON.
     """
 
     old: str | None = None
@@ -150,7 +163,7 @@ class ConsolidateItem(_Args, frozen=True, kw_only=True):
         return "rewrite"
 
 
-class MemoryConsolidate(_MemoryAction, frozen=True, kw_only=True):
+class MemoryConsolidate(_MemoryAction, frozen=True, kw_only=True, tag="consolidate"):
     """Say, for every current entry of a file, what becomes of it; and add new ones."""
 
     entries: list[ConsolidateItem]
@@ -158,8 +171,6 @@ class MemoryConsolidate(_MemoryAction, frozen=True, kw_only=True):
 
 MemoryArgs = MemoryAdd | MemoryReplace | MemoryRemove | MemoryConsolidate
 """A parsed memory edit, one type per action, as `parse_memory_args` gives it."""
-
-MemoryAction = Literal["add", "replace", "remove", "consolidate"]
 
 
 class MemoryCall(_Args, frozen=True, kw_only=True):

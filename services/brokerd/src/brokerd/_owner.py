@@ -25,7 +25,6 @@ __all__ = [
     "MAX_SURFACE_CHARS",
     "BadSurface",
     "RevisionRefused",
-    "action_of",
     "check_undoes",
     "revise",
     "surface_of",
@@ -35,13 +34,6 @@ MAX_SURFACE_CHARS = 200
 """How long a Mattermost user name or post id may be (both are 26 characters or so)."""
 
 _EDIT_ID = re.compile(r"ed-[a-z2-7]{6}")
-
-_ACTIONS: dict[type[proto.MemoryArgs], proto.MemoryAction] = {
-    proto.MemoryAdd: "add",
-    proto.MemoryReplace: "replace",
-    proto.MemoryRemove: "remove",
-    proto.MemoryConsolidate: "consolidate",
-}
 
 
 class BadSurface(ValueError):
@@ -73,11 +65,6 @@ def surface_of(claimed: Surface | msgspec.UnsetType, peer_uid: int) -> Surface:
     return Surface(via="mattermost", uid=peer_uid, user=claimed.user, post=claimed.post)
 
 
-def action_of(args: proto.MemoryArgs) -> proto.MemoryAction:
-    """The action of a parsed memory edit."""
-    return _ACTIONS[type(args)]
-
-
 def revise(pending: PendingApproval, raw: str) -> Arguments:
     """The owner's version of `pending`'s arguments, parsed with the same rules.
 
@@ -97,8 +84,8 @@ def revise(pending: PendingApproval, raw: str) -> Arguments:
     mine = owner.value
     assert isinstance(model, proto.MemoryArgs)
     assert isinstance(mine, proto.MemoryArgs)
-    asked = (action_of(model), model.file)
-    given = (action_of(mine), mine.file)
+    asked = (model.action, model.file)
+    given = (mine.action, mine.file)
     if given != asked:
         raise RevisionRefused(
             f"your version must {asked[0]} in the {asked[1]} file as the model's does, not "

@@ -171,7 +171,7 @@ class Desk:
             file = "user"
         else:
             return f"Edit {proto.code_span(ident)} is not an edit of memory.md or user.md."
-        inverse = entries.arguments_json(entries.inverse(file, edit.before, edit.after))
+        inverse = msgspec.json.encode(entries.inverse(file, edit.before, edit.after)).decode()
         shown = proto.code_block(inverse, info="json")
         if not command.confirmed:
             return (

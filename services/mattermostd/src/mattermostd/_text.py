@@ -222,6 +222,16 @@ def _asking(approval: PendingApproval, again: bool) -> str:
     return f"{head}**Approval needed:** boxmaker wants to run {proto.code_span(approval.tool)}"
 
 
+def _memory_edit(approval: PendingApproval) -> proto.MemoryArgs | None:
+    """The memory edit an approval asks for, or None (another tool; arguments it refused)."""
+    if approval.tool != "memory":
+        return None
+    try:
+        return proto.parse_memory_args(approval.arguments)
+    except proto.ToolArgsError:
+        return None
+
+
 def _answering(approval: PendingApproval, *, on: str) -> list[str]:
     lines = []
     if approval.taint.untrusted:
@@ -230,10 +240,13 @@ def _answering(approval: PendingApproval, *, on: str) -> list[str]:
             "an untrusted recall hit); these arguments may come from it."
         )
     code = decision_code(approval.id)
-    if approval.tool == "memory" and '"action":"add"' in approval.arguments.replace(" ", ""):
-        lines.append(f"To change the text first, reply `edit {code}: YOUR TEXT`.")
-    elif approval.tool == "memory" and '"action":"replace"' in approval.arguments.replace(" ", ""):
-        lines.append(f"To change the new text first, reply `edit {code}: YOUR TEXT`.")
+    match _memory_edit(approval):
+        case proto.MemoryAdd():
+            lines.append(f"To change the text first, reply `edit {code}: YOUR TEXT`.")
+        case proto.MemoryReplace():
+            lines.append(f"To change the new text first, reply `edit {code}: YOUR TEXT`.")
+        case _:
+            pass
     lines.append(
         f"Reply **yes {code}** or **no {code}** (a reason may follow) in this thread, or react "
         f":white_check_mark: or :x:{on}. The code shows the answer is yours: a plugin's "

@@ -28,12 +28,6 @@ __all__ = ["UNJOURNALLED", "EditApplier", "history_page", "read_history", "recon
 
 log = logging.getLogger("memoryd.edits")
 
-_ACTIONS: dict[type[MemoryArgs], proto.MemoryAction] = {
-    proto.MemoryAdd: "add",
-    proto.MemoryReplace: "replace",
-    proto.MemoryRemove: "remove",
-    proto.MemoryConsolidate: "consolidate",
-}
 _encoder = msgspec.json.Encoder()
 
 
@@ -153,7 +147,7 @@ class EditApplier:
             session=request.session,
             call=request.call.id,
             approval=request.approval,
-            action=_ACTIONS[type(args)],
+            action=args.action,
             file=name,
             before=list(current),
             after=list(outcome.entries),

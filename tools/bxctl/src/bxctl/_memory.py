@@ -15,6 +15,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import msgspec
+
 import entries
 import proto
 from proto import (
@@ -113,7 +115,7 @@ async def owner_edit(
 ) -> int:
     """Send one owner's edit to brokerd and print memoryd's sentence; 1 if it was refused."""
     request = MemoryEdit(
-        arguments=entries.arguments_json(args), surface=BXCTL, session=session, undoes=undoes
+        arguments=msgspec.json.encode(args).decode(), surface=BXCTL, session=session, undoes=undoes
     )
     path = Sockets(home).path(proto.OWNER_BROKER)
     reply = await ask(path, proto.OWNER_BROKER, request, ToolResponse)
