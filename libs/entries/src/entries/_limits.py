@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from proto import MEMORY_LIMIT, SOUL_LIMIT, USER_LIMIT, MemoryFile
+from proto import MEMORY_LIMIT, SOUL_LIMIT, USER_LIMIT, JournalFile, MemoryFile
 
-__all__ = ["MEMORY_LIMIT", "SOUL_LIMIT", "USER_LIMIT", "file_name", "limit_for"]
+__all__ = ["MEMORY_LIMIT", "SOUL_LIMIT", "USER_LIMIT", "file_name", "file_of", "limit_for"]
 
-_FILES: dict[str, tuple[str, int]] = {
+_FILES: dict[str, tuple[JournalFile, int]] = {
     "memory": ("memory.md", MEMORY_LIMIT),
     "user": ("user.md", USER_LIMIT),
 }
 
 
-def _file(file: MemoryFile) -> tuple[str, int]:
+def _file(file: MemoryFile) -> tuple[JournalFile, int]:
     try:
         return _FILES[file]
     except (KeyError, TypeError):
         raise ValueError(f"unknown memory file {file!r}: expected 'memory' or 'user'") from None
 
 
-def file_name(file: MemoryFile) -> str:
+def file_name(file: MemoryFile) -> JournalFile:
     """The name of the file the memory tool calls `file`: "memory.md" or "user.md".
 
     Raises:
@@ -35,3 +35,8 @@ def limit_for(file: MemoryFile) -> int:
         ValueError: `file` is neither "memory" nor "user" (a programming error).
     """
     return _file(file)[1]
+
+
+def file_of(name: JournalFile) -> MemoryFile:
+    """What the memory tool calls the file `name`: "memory" for memory.md, "user" for user.md."""
+    return "memory" if name == "memory.md" else "user"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
@@ -80,10 +80,22 @@ class Read(Generic[T]):
 
 
 class JsonLines(Generic[T]):
-    """A typed reader of one kind of JSON-lines file (a msgspec type per record)."""
+    """A typed reader of one kind of JSON-lines file (a msgspec type per record).
 
-    def __init__(self, record_type: Any, *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+    A file whose format changed keeps its old lines: `legacy` is the old lines' type and
+    how one becomes a record, tried on a line that is not of `record_type` (so only old
+    lines, and damaged ones, are decoded twice).
+    """
+
+    def __init__(
+        self,
+        record_type: Any,
+        *,
+        legacy: tuple[Any, Callable[[Any], T]] | None = None,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> None:
         self._decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(record_type)
+        self._legacy = None if legacy is None else (msgspec.json.Decoder(legacy[0]), legacy[1])
         self.max_line_bytes = max_line_bytes
 
     def decode(self, raw: bytes) -> T:
@@ -91,9 +103,16 @@ class JsonLines(Generic[T]):
         try:
             return self._decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise ValueError(lower_first(str(exc))) from None
+            problem = lower_first(str(exc))
         except RecursionError:
             raise ValueError("the line nests JSON too deeply") from None
+        if self._legacy is not None:
+            decoder, convert = self._legacy
+            try:
+                return convert(decoder.decode(raw))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass  # the line's problem is the one of today's format
+        raise ValueError(problem)
 
     def lines(self, path: Path, *, offset: int = 0, number: int = 1) -> Iterator[Line[T]]:
         """The complete lines of `path` from byte `offset` (whose line is `number`).

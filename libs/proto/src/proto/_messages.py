@@ -13,9 +13,19 @@ import msgspec
 
 from ._ids import SessionId
 from ._label import Class, Label
-from ._records import Decision, EditRecord, Status, Surface
+from ._records import (
+    AppliedEdit,
+    Decided,
+    HandChange,
+    JournalFile,
+    JournalLine,
+    Status,
+    Surface,
+)
+from ._tools import MemoryAction, MemoryArgs, MemoryFile
 
 __all__ = [
+    "MAX_PART_CHARS",
     "AllMessages",
     "ApprovalDecide",
     "ApprovalPending",
@@ -30,22 +40,29 @@ __all__ = [
     "BaselinePreviewReply",
     "CallState",
     "CallStateReply",
-    "Decided",
+    "EntryPart",
     "Error",
+    "FoundEntry",
     "GrantInfo",
     "GrantProblem",
     "Grants",
     "GrantsList",
+    "HistoryEdit",
+    "MemoryAmbiguous",
     "MemoryBlock",
     "MemoryBlockReply",
     "MemoryEdit",
+    "MemoryFind",
+    "MemoryFound",
     "MemoryHistory",
     "MemoryHistoryReply",
+    "MemoryNotFound",
     "MemoryWhy",
     "MemoryWhyReply",
     "Message",
     "ModelInfo",
     "ModelInfoReply",
+    "NoSuchEdit",
     "Ok",
     "PendingApproval",
     "RecallQuery",
@@ -63,6 +80,9 @@ __all__ = [
     "TurnDone",
     "TurnEvent",
     "TurnFollow",
+    "UndoHandChange",
+    "UndoPlan",
+    "UndoPlanned",
     "WhyEdit",
     "WhyEntry",
 ]
@@ -113,38 +133,24 @@ class GrantInfo(msgspec.Struct, frozen=True, kw_only=True):
     builtin: bool = False
 
 
-class Decided(msgspec.Struct, frozen=True, kw_only=True):
-    """How the owner decided a memory call brokerd forwards to memoryd (for its journal)."""
-
-    decision: Decision
-    """`approved` (the owner approved the model's call) or `owner` (the owner's own edit)."""
-    surface: Surface | None = None
-    proposed: str | None = None
-    """The model's arguments, when the owner approved a version of their own."""
-    undoes: str | None = None
-    """The id of the edit an undo inverts."""
-
-
-class WhyEdit(msgspec.Struct, frozen=True, kw_only=True):
+class WhyEdit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One applied edit in the story of an entry, as `memory_why` tells it."""
 
     id: str
     time: str
-    action: str
-    file: str
+    action: MemoryAction
+    file: JournalFile
     session: str
     call: str
-    approval: str | None
-    decision: Decision | None
-    surface: Surface | None
-    taint: Label | None
+    approval: str | None = None
+    decided: Decided | None = None
+    """Who decided it and where (None: decided before boxmaker recorded who decided)."""
+    taint: Label | None = None
     """The session's label when it was decided (untrusted: it had read outside text)."""
-    owner_said: str | None
+    owner_said: str | None = None
     """The owner's last message before the call in its session, raw (None: none found)."""
-    previous: str | None
+    previous: str | None = None
     """The text this edit replaced or rewrote into the entry, if it was one."""
-    proposed: str | None = None
-    """The model's arguments, when the owner approved a version of their own."""
 
 
 class WhyEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -283,8 +289,15 @@ class MemoryHistory(Message, frozen=True, kw_only=True, tag="memory_history", om
     oldest): the page after a reply that left `older` edits out.
     """
 
-    file: Literal["memory", "user"] | None = None
+    file: MemoryFile | None = None
     before: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class HistoryEdit(msgspec.Struct, frozen=True, kw_only=True):
+    """A line of the edit journal and its id (`edit_id`), as the owner names it to undo it."""
+
+    id: str
+    line: JournalLine
 
 
 class MemoryHistoryReply(
@@ -292,20 +305,25 @@ class MemoryHistoryReply(
 ):
     """The newest edits of the journal that fit in one frame, oldest first.
 
-    Without paging (`older` 0, left out) it is ARCHITECTURE §3's `{edits}` exactly.
-
     `older` is how many older edits were left out (0 when none): ask again with
     `before = older` for them. A journal outgrows a frame after a few hundred edits.
     """
 
-    edits: list[EditRecord]
+    edits: list[HistoryEdit]
     older: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+MAX_PART_CHARS = 2000
+"""The longest text the owner may name an entry by (`memory_why`, `memory_find`)."""
+
+EntryPart = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PART_CHARS)]
+"""Any part of an entry's text, as the owner names an entry."""
 
 
 class MemoryWhy(Message, frozen=True, kw_only=True, tag="memory_why"):
     """Where each entry holding `part` came from (memory.md, user.md, archive.md)."""
 
-    part: Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
+    part: EntryPart
 
 
 class MemoryWhyReply(Message, frozen=True, kw_only=True, tag="memory_why_reply"):
@@ -314,6 +332,74 @@ class MemoryWhyReply(Message, frozen=True, kw_only=True, tag="memory_why_reply")
     entries: list[WhyEntry]
     omitted: Annotated[int, msgspec.Meta(ge=0)] = 0
     """How many more entries hold the text than fit in one frame (ask with more of it)."""
+
+
+class FoundEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """An entry of memory.md or user.md, whole."""
+
+    file: MemoryFile
+    entry: str
+
+
+class MemoryFind(Message, frozen=True, kw_only=True, tag="memory_find", omit_defaults=True):
+    """The one entry of memory.md or user.md (of `file` only, if given) the owner means by `part`.
+
+    One rule, memoryd's, for every surface: the entries holding `part` (case-insensitive);
+    an entry that is `part` exactly wins over those merely holding it, so a short entry
+    inside a longer one can still be named.
+    """
+
+    part: EntryPart
+    file: MemoryFile | None = None
+
+
+class MemoryFound(Message, frozen=True, kw_only=True, tag="memory_found"):
+    """The entry `part` names."""
+
+    found: FoundEntry
+
+
+class MemoryAmbiguous(Message, frozen=True, kw_only=True, tag="memory_ambiguous"):
+    """Several entries hold `part` and none is it exactly: the owner says more of one."""
+
+    entries: list[FoundEntry]
+    omitted: Annotated[int, msgspec.Meta(ge=0)] = 0
+    """How many more entries hold it than fit in one frame."""
+
+
+class MemoryNotFound(Message, frozen=True, kw_only=True, tag="memory_not_found"):
+    """No entry holds `part`."""
+
+
+class UndoPlan(Message, frozen=True, kw_only=True, tag="undo_plan", omit_defaults=True):
+    """Plan the undo of an applied edit: the last one, or the one whose id is `edit`.
+
+    memoryd reads the whole journal, so an edit of any age is found; the owner's surface
+    shows the plan, and once the owner confirms sends `undo` as their own edit.
+    """
+
+    edit: str | None = None
+
+
+class UndoPlanned(Message, frozen=True, kw_only=True, tag="undo_planned"):
+    """The edit `id` and the edit that undoes it (its inverse, worked out from the journal)."""
+
+    id: str
+    edit: AppliedEdit
+    undo: MemoryArgs
+
+
+class UndoHandChange(Message, frozen=True, kw_only=True, tag="undo_hand_change"):
+    """The edit asked for is a change made by hand (or found at start): nothing to undo."""
+
+    id: str
+    change: HandChange
+
+
+class NoSuchEdit(Message, frozen=True, kw_only=True, tag="no_such_edit", omit_defaults=True):
+    """No edit has the id `edit` (or, with none asked for, the journal is empty)."""
+
+    edit: str | None = None
 
 
 # -- owner-broker ----------------------------------------------------------------------
@@ -543,6 +629,14 @@ AllMessages = (
     | MemoryEdit
     | MemoryWhy
     | MemoryWhyReply
+    | MemoryFind
+    | MemoryFound
+    | MemoryAmbiguous
+    | MemoryNotFound
+    | UndoPlan
+    | UndoPlanned
+    | UndoHandChange
+    | NoSuchEdit
     | GrantsList
     | Grants
     | AuditVerify

@@ -1,7 +1,7 @@
 """The records roles write to disk besides session logs, one line of JSON each.
 
-* `EditRecord`: a line of `memory/edits/YYYY-MM.jsonl`, memoryd's journal of applied
-  memory edits (spec §3).
+* `JournalLine`: a line of `memory/edits/YYYY-MM.jsonl`, memoryd's journal of applied
+  memory edits (spec §3), and `Decided`, who decided an edit.
 * `RecallRecord`: a line of `memory/recalls/YYYY-MM.jsonl`, memoryd's recall log: each
   hit's `HitSource`, stable across a reindex (spec §3, §5).
 * `AuditRecord`: a line of `audit/YYYY-MM.jsonl`, brokerd's chained audit log
@@ -15,27 +15,36 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Literal
+import re
+from typing import Literal, assert_never
 
 import msgspec
 
 from ._jsonl import JsonLines
 from ._keys import sign
 from ._label import Label
+from ._tools import MemoryAction
 
 __all__ = [
     "AUDIT_GENESIS",
     "AUDIT_HEAD",
     "AUDIT_LOG",
+    "EDIT_ID",
     "EDIT_JOURNAL",
     "OWNER_SESSION",
     "RECALL_LOG",
+    "AppliedEdit",
     "AuditHead",
     "AuditRecord",
     "AuditStatus",
+    "Decided",
     "Decision",
-    "EditRecord",
+    "HandChange",
     "HitSource",
+    "JournalFile",
+    "JournalLine",
+    "OwnerApproved",
+    "OwnerEdit",
     "RecallRecord",
     "Status",
     "Surface",
@@ -76,33 +85,138 @@ AUDIT_GENESIS = "0" * 64
 """The `prev` of the very first audit record."""
 
 
-class EditRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One applied memory edit: a line of `edits/YYYY-MM.jsonl`."""
+class OwnerApproved(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    tag_field="decision",
+    tag="approved",
+    omit_defaults=True,
+):
+    """The owner approved the model's call, where `surface` says.
+
+    In a version of their own when `proposed` is set.
+    """
+
+    surface: Surface
+    proposed: str | None = None
+    """The model's arguments, when the owner approved a version of their own (edit before
+    approve); what was applied is the call's arguments."""
+
+
+class OwnerEdit(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="decision", tag="owner", omit_defaults=True
+):
+    """The owner's own edit (`memory_edit`), decided by making it, where `surface` says."""
+
+    surface: Surface
+    undoes: str | None = None
+    """The id (`edit_id`) of the edit this one undoes (`bxctl memory undo`)."""
+
+
+Decided = OwnerApproved | OwnerEdit
+"""How the owner decided a memory edit that memoryd applies: carried from brokerd to
+memoryd with the call, and kept in the journal line of the edit."""
+
+JournalFile = Literal["memory.md", "user.md"]
+"""The files the journal records edits of."""
+
+
+class AppliedEdit(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="applied", omit_defaults=True
+):
+    """A memory edit memoryd applied: a line of `edits/YYYY-MM.jsonl` (spec §3).
+
+    `before` and `after` are the file's entries around the edit; `moved` the entries it
+    moved to archive.md. Fields that are None were not recorded when the line was written
+    (lines older than the field).
+    """
 
     time: str
     session: str
     call: str
     approval: str | None
-    action: str
-    file: str
+    action: MemoryAction
+    file: JournalFile
     before: list[str]
     after: list[str]
     moved: list[str] = msgspec.field(default_factory=list)
-    decision: Decision | None = None
-    """`approved` (the owner approved the model's call) or `owner` (the owner's own edit);
-    None in lines written before issue 21."""
-    surface: Surface | None = None
-    """Where the owner decided or made it."""
-    taint: Label | None = None
-    """The session's label when the call was decided (untrusted: it had read outside text)."""
-    proposed: str | None = None
-    """The model's arguments when the owner changed them before approving (edit before
-    approve); what was applied is `before` → `after`."""
-    undoes: str | None = None
-    """The id (`edit_id`) of the edit this one undid, for `bxctl memory undo`."""
     arguments: str | None = None
     """The arguments that were applied (canonical), so `memory_why` can tell which item of
     a consolidate rewrote which entry (`before` and `after` alone cannot say)."""
+    taint: Label | None = None
+    """The session's label when the call was decided (untrusted: it had read outside text)."""
+    decided: Decided | None = None
+    """Who decided it and where; None in lines written before boxmaker recorded it."""
+
+
+class HandChange(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    tag_field="kind",
+    tag="hand_change",
+    omit_defaults=True,
+):
+    """A change of memory.md or user.md that no journal line records, found at memoryd's start.
+
+    The file was edited by hand, or an edit was applied just before a crash cut off its
+    line: memoryd journals the difference, so the journal accounts for every state each
+    file has been in. Not an edit boxmaker applied, so nothing to undo.
+    """
+
+    time: str
+    file: JournalFile
+    before: list[str]
+    after: list[str]
+
+
+JournalLine = AppliedEdit | HandChange
+"""A line of the edit journal, `memory/edits/YYYY-MM.jsonl`."""
+
+
+class _JournalLineV1(msgspec.Struct, frozen=True, kw_only=True):
+    """A journal line as memoryd wrote them before lines were tagged by `kind`."""
+
+    time: str
+    session: str
+    call: str
+    approval: str | None
+    action: Literal["add", "replace", "remove", "consolidate", "unjournalled"]
+    file: JournalFile
+    before: list[str]
+    after: list[str]
+    moved: list[str] = msgspec.field(default_factory=list)
+    decision: Literal["approved", "owner"] | None = None
+    surface: Surface | None = None
+    taint: Label | None = None
+    proposed: str | None = None
+    undoes: str | None = None
+    arguments: str | None = None
+
+
+def _from_v1(line: _JournalLineV1) -> JournalLine:
+    if line.action == "unjournalled":
+        return HandChange(time=line.time, file=line.file, before=line.before, after=line.after)
+    decided: Decided | None = None
+    if line.surface is not None and line.decision == "approved":
+        decided = OwnerApproved(surface=line.surface, proposed=line.proposed)
+    elif line.surface is not None and line.decision == "owner":
+        decided = OwnerEdit(surface=line.surface, undoes=line.undoes)
+    return AppliedEdit(
+        time=line.time,
+        session=line.session,
+        call=line.call,
+        approval=line.approval,
+        action=line.action,
+        file=line.file,
+        before=line.before,
+        after=line.after,
+        moved=line.moved,
+        arguments=line.arguments,
+        taint=line.taint,
+        decided=decided,
+    )
 
 
 class HitSource(msgspec.Struct, frozen=True, kw_only=True):
@@ -194,8 +308,8 @@ class AuditHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     mac: str
 
 
-EDIT_JOURNAL: JsonLines[EditRecord] = JsonLines(EditRecord)
-"""The reader of `memory/edits/YYYY-MM.jsonl`."""
+EDIT_JOURNAL: JsonLines[JournalLine] = JsonLines(JournalLine, legacy=(_JournalLineV1, _from_v1))
+"""The reader of `memory/edits/YYYY-MM.jsonl` (lines of the old format read as today's)."""
 
 RECALL_LOG: JsonLines[RecallRecord] = JsonLines(RecallRecord)
 """The reader of `memory/recalls/YYYY-MM.jsonl`."""
@@ -209,15 +323,25 @@ AUDIT_HEAD = "head"
 _encoder = msgspec.json.Encoder()
 
 
-def edit_id(record: EditRecord) -> str:
-    """The short stable id of an applied edit (`ed-` and six characters), for history and undo.
+EDIT_ID = re.compile(r"ed-[a-z2-7]{6}")
+"""What an edit id looks like (`edit_id`): `ed-` and six lower-case base32 characters."""
 
-    Made from what the journal line says of the edit, so it needs no field of its own and
-    lines written before it existed have one too.
+
+def edit_id(line: JournalLine) -> str:
+    """The short stable id of a journal line (`ed-` and six characters), for history and undo.
+
+    Made from what the line says of the edit, so it needs no field of its own and lines
+    written before it existed have one too (a hand change's as when it was an action).
     """
-    digest = hashlib.sha256(
-        "\x1f".join((record.time, record.session, record.call, record.action, record.file)).encode()
-    ).digest()
+    parts: tuple[str, ...]
+    match line:
+        case AppliedEdit():
+            parts = (line.time, line.session, line.call, line.action, line.file)
+        case HandChange():
+            parts = (line.time, "", "", "unjournalled", line.file)
+        case _:
+            assert_never(line)
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
     return "ed-" + base64.b32encode(digest).decode().lower()[:6]
 
 

@@ -23,16 +23,21 @@ from ._messages import (
     Error,
     Grants,
     GrantsList,
+    MemoryAmbiguous,
     MemoryBlock,
     MemoryBlockReply,
     MemoryEdit,
+    MemoryFind,
+    MemoryFound,
     MemoryHistory,
     MemoryHistoryReply,
+    MemoryNotFound,
     MemoryWhy,
     MemoryWhyReply,
     Message,
     ModelInfo,
     ModelInfoReply,
+    NoSuchEdit,
     Ok,
     RecallQuery,
     Reindex,
@@ -47,6 +52,9 @@ from ._messages import (
     ToolResult,
     TurnDone,
     TurnFollow,
+    UndoHandChange,
+    UndoPlan,
+    UndoPlanned,
 )
 
 __all__ = [
@@ -75,7 +83,9 @@ R = TypeVar("R", bound=Message, covariant=True)
 
 LoopMemoryRequest = MemoryBlock | SessionUpdated
 BrokerMemoryRequest = ToolRequest
-OwnerMemoryRequest = Reindex | RecallQuery | MemoryHistory | MemoryWhy
+OwnerMemoryRequest = (
+    Reindex | RecallQuery | MemoryHistory | MemoryWhy | MemoryFind | UndoPlan | MemoryBlock
+)
 LoopBrokerRequest = ToolRequest | CallState
 OwnerBrokerRequest = (
     ApprovalsList | ApprovalDecide | ApprovalRevise | MemoryEdit | GrantsList | AuditVerify
@@ -126,8 +136,21 @@ OWNER_MEMORY: Socket[OwnerMemoryRequest] = Socket(
     "memoryd",
     "bxctl",
     "run/owner-memory/admin.sock",
-    (Reindex, RecallQuery, MemoryHistory, MemoryWhy),
-    (Reindexed, ToolResponse, MemoryHistoryReply, MemoryWhyReply, Error),
+    (Reindex, RecallQuery, MemoryHistory, MemoryWhy, MemoryFind, UndoPlan, MemoryBlock),
+    (
+        Reindexed,
+        ToolResponse,
+        MemoryHistoryReply,
+        MemoryWhyReply,
+        MemoryFound,
+        MemoryAmbiguous,
+        MemoryNotFound,
+        UndoPlanned,
+        UndoHandChange,
+        NoSuchEdit,
+        MemoryBlockReply,
+        Error,
+    ),
 )
 LOOP_BROKER: Socket[LoopBrokerRequest] = Socket(
     "loop-broker",

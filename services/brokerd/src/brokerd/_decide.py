@@ -298,8 +298,8 @@ class Decider:
         if outcome.arguments is not None and outcome.arguments.canonical != canonical:
             proposed = canonical
             call = dataclasses.replace(call, arguments=outcome.arguments)
-        if call.tool == "memory":
-            decided = proto.Decided(decision="approved", surface=outcome.surface, proposed=proposed)
+        if call.tool == "memory" and outcome.surface is not None:
+            decided = proto.OwnerApproved(surface=outcome.surface, proposed=proposed)
             call = dataclasses.replace(call, decided=decided)
         return _Run(
             call,
@@ -345,7 +345,7 @@ class Decider:
             tool="memory",
             arguments=arguments,
             taint=OWNER_TAINT,
-            decided=proto.Decided(decision="owner", surface=surface, undoes=request.undoes),
+            decided=proto.OwnerEdit(surface=surface, undoes=request.undoes),
         )
         run = _Run(call, grant, "owner", approval=self.approvals.new_id(), surface=surface)
         return await self._finish(as_call, OWNER_TAINT, await self._run(as_call, OWNER_TAINT, run))

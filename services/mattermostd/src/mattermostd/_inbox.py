@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import entries
+
 from ._answers import (
     APPROVE_EMOJI,
     DENY_EMOJI,
@@ -24,7 +26,6 @@ from ._answers import (
 )
 from ._api import Post, Reaction
 from ._board import Board
-from ._commands import OwnerCommand, parse_command, unescaped
 from ._state import Inflight, State, session_of
 
 __all__ = [
@@ -101,7 +102,7 @@ class Unconfirmed:
 class Command:
     """The owner's `!` command (answered by the bridge, never sent to the model)."""
 
-    command: OwnerCommand
+    command: entries.OwnerCommand | entries.NotACommand | entries.Usage
     post: Post
 
 
@@ -164,9 +165,9 @@ class Reader:
         root = post.root_id or post.id
         if _ID.fullmatch(root) is None:
             return Ignored(f"post {post.id!r} has a root id the bridge cannot use", noted=True)
-        command = parse_command(post.message)
-        if command is not None:
-            return Command(command, post)
+        parsed = entries.parse_command(post.message, "!")
+        if not isinstance(parsed, entries.ForModel):
+            return Command(parsed, post)
         waiting = board.waiting_in(root)
         if waiting is not None:
             revised = parse_revision(post.message, decision_code(waiting.id))
@@ -184,7 +185,7 @@ class Reader:
             channel_id=post.channel_id,
             root_id=root,
             session=session_of(root),
-            text=unescaped(post.message),
+            text=parsed.text,
             create_at=post.create_at,
         )
         return Message(inflight, approval_waiting=waiting is not None)

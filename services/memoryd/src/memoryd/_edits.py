@@ -20,11 +20,11 @@ import trio
 
 import entries
 import proto
-from proto import EditRecord, MemoryArgs, ToolRequest, ToolResponse
+from proto import AppliedEdit, HandChange, JournalLine, MemoryArgs, ToolRequest, ToolResponse
 
 from ._files import MemoryDir, MemoryUnavailable
 
-__all__ = ["UNJOURNALLED", "EditApplier", "history_page", "read_history", "reconcile"]
+__all__ = ["EditApplier", "history_page", "read_history", "reconcile"]
 
 log = logging.getLogger("memoryd.edits")
 
@@ -98,7 +98,11 @@ class EditApplier:
             )
             return f"the approval {approval!r} could not be verified (it {why})"
         if self._used is None:
-            self._used = {e.approval for e in read_history(self._memory, None) if e.approval}
+            self._used = {
+                line.approval
+                for line in read_history(self._memory, None)
+                if isinstance(line, AppliedEdit) and line.approval
+            }
         if approval in self._used:
             log.warning(
                 "refused memory call %r in session %s: approval %r was used before",
@@ -141,8 +145,7 @@ class EditApplier:
                 request, "error", f"{name} could not be written ({reason}); nothing was changed"
             )
 
-        decided = None if isinstance(request.decided, msgspec.UnsetType) else request.decided
-        record = EditRecord(
+        record = AppliedEdit(
             time=proto.utc_stamp(now),
             session=request.session,
             call=request.call.id,
@@ -152,12 +155,9 @@ class EditApplier:
             before=list(current),
             after=list(outcome.entries),
             moved=list(outcome.moved),
-            decision=decided.decision if decided else None,
-            surface=decided.surface if decided else None,
-            taint=request.taint,
-            proposed=decided.proposed if decided else None,
-            undoes=decided.undoes if decided else None,
             arguments=request.call.arguments,
+            taint=request.taint,
+            decided=None if isinstance(request.decided, msgspec.UnsetType) else request.decided,
         )
         try:
             self._memory.append_journal(_encoder.encode(record).decode(), now)
@@ -171,20 +171,16 @@ class EditApplier:
         return _response(request, "ok", entries.updated(name, size, limit))
 
 
-UNJOURNALLED = "unjournalled"
-"""The journal action of a change found at start that no journal line records."""
-
-
-def reconcile(memory: MemoryDir) -> list[EditRecord]:
+def reconcile(memory: MemoryDir) -> list[HandChange]:
     """Journal what changed in memory.md and user.md since their last journal line.
 
     An edit applied just before a crash (renamed, but killed before its journal line), or
     a hand edit, leaves a file that is not what the journal last says. At start memoryd
-    records the difference as an `unjournalled` line, so the journal accounts for every
+    records the difference as a `HandChange` line, so the journal accounts for every
     state each file has been in. Files it cannot read are left to the memory block's
     refusal. Blocking: call it at start.
     """
-    found: list[EditRecord] = []
+    found: list[HandChange] = []
     history = read_history(memory, None)
     for file in ("memory", "user"):
         name = entries.file_name(file)
@@ -196,15 +192,8 @@ def reconcile(memory: MemoryDir) -> list[EditRecord]:
         if list(current) == list(last):
             continue
         now = proto.utc_now()
-        record = EditRecord(
-            time=proto.utc_stamp(now),
-            session="",
-            call="",
-            approval=None,
-            action=UNJOURNALLED,
-            file=name,
-            before=list(last),
-            after=list(current),
+        record = HandChange(
+            time=proto.utc_stamp(now), file=name, before=list(last), after=list(current)
         )
         memory.append_journal(_encoder.encode(record).decode(), now)
         log.warning(
@@ -223,10 +212,10 @@ def _truncate_quietly(path: os.PathLike[str], size: int) -> None:
         log.error("could not undo the archive append to %s: %s", path, exc)
 
 
-def read_history(memory: MemoryDir, file: proto.MemoryFile | None) -> list[EditRecord]:
+def read_history(memory: MemoryDir, file: proto.MemoryFile | None) -> list[JournalLine]:
     """Every journal record, oldest first, optionally of one file ("memory" or "user")."""
     wanted = None if file is None else entries.file_name(file)
-    records: list[EditRecord] = []
+    records: list[JournalLine] = []
     if not memory.edits.is_dir():
         return records
     for path in sorted(memory.edits.glob("*.jsonl")):
@@ -242,8 +231,8 @@ HISTORY_PAGE_BYTES = proto.MAX_FRAME - 4096
 
 
 def history_page(
-    records: list[EditRecord], before: int | None, budget: int = HISTORY_PAGE_BYTES
-) -> tuple[list[EditRecord], int]:
+    records: list[proto.HistoryEdit], before: int | None, budget: int = HISTORY_PAGE_BYTES
+) -> tuple[list[proto.HistoryEdit], int]:
     """The newest of `records[:before]` that fit in `budget` bytes, and how many are older.
 
     A journal grows with every edit (each line holds the file before and after), so

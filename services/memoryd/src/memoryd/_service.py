@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
-from typing import assert_never
+from typing import TypeVar, assert_never
 
 import msgspec
 import trio
@@ -13,8 +14,10 @@ import trio
 import proto
 from proto import (
     Connection,
+    HistoryEdit,
     MemoryBlock,
     MemoryBlockReply,
+    MemoryFind,
     MemoryHistory,
     MemoryHistoryReply,
     MemoryWhy,
@@ -27,6 +30,7 @@ from proto import (
     SessionUpdated,
     ToolRequest,
     ToolResponse,
+    UndoPlan,
 )
 
 from ._block import memory_block
@@ -34,9 +38,12 @@ from ._config import Settings
 from ._edits import EditApplier, history_page, read_history
 from ._files import MemoryDir, MemoryUnavailable, ensure_private_dir
 from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable, Search
+from ._owner import find, plan_undo
 from ._recall import label_of, recall_record, render
 from ._store import Sources
 from ._why import why
+
+M = TypeVar("M", bound=Message)
 
 __all__ = ["Memoryd"]
 
@@ -89,16 +96,7 @@ class Memoryd:
         """memory_block → memory_block_reply; session_updated → ok."""
         match request:
             case MemoryBlock():
-                try:
-                    text = await trio.to_thread.run_sync(memory_block, self.memory)
-                except MemoryUnavailable as exc:
-                    log.warning("memory block refused: %s", exc)
-                    raise ServiceError(
-                        "memory-unavailable",
-                        f"the memory block cannot be served: {exc}",
-                        runbook="memory-unavailable",
-                    ) from None
-                return MemoryBlockReply(text=text)
+                return await self.memory_block()
             case SessionUpdated():
                 try:
                     await self.index.session_updated(request.session)
@@ -108,48 +106,77 @@ class Memoryd:
             case _:
                 assert_never(request)
 
+    async def memory_block(self) -> MemoryBlockReply:
+        """The memory block of a new session (spec §4), or the refusal that names why not."""
+        try:
+            text = await trio.to_thread.run_sync(memory_block, self.memory)
+        except MemoryUnavailable as exc:
+            log.warning("memory block refused: %s", exc)
+            raise ServiceError(
+                "memory-unavailable",
+                f"the memory block cannot be served: {exc}",
+                runbook="memory-unavailable",
+            ) from None
+        return MemoryBlockReply(text=text)
+
     # -- brokerd -----------------------------------------------------------------------
 
     async def handle_broker(self, request: proto.BrokerMemoryRequest, conn: Connection) -> Message:
         """tool_request for `memory` (and `recall`) → tool_response."""
-        name = request.call.name
-        if name == "memory":
-            reply = await self.edits.apply(request)
-            if reply.status == "ok":
-                await self._archive_changed()
-            return reply
-        if name == "recall":
-            return await self.recall(request)
-        return ToolResponse(
-            call_id=request.call.id,
-            status="error",
-            content=f"memoryd runs only recall and memory, not {name!r}",
-        )
+        match request.call.name:
+            case "memory":
+                reply = await self.edits.apply(request)
+                if reply.status == "ok":
+                    await self._archive_changed()
+                return reply
+            case "recall":
+                return await self.recall(request)
+            case name:
+                return ToolResponse(
+                    call_id=request.call.id,
+                    status="error",
+                    content=f"memoryd runs only recall and memory, not {name!r}",
+                )
 
     # -- the owner ---------------------------------------------------------------------
 
     async def handle_admin(self, request: proto.OwnerMemoryRequest, conn: Connection) -> Message:
-        """The owner: reindex, recall_query (→ tool_response), memory_history, memory_why."""
+        """The owner: reindex, recall_query, the journal, why, find, undo plans, the block."""
         match request:
             case MemoryHistory():
-                edits = await trio.to_thread.run_sync(read_history, self.memory, request.file)
-                page, older = history_page(edits, request.before)
-                return MemoryHistoryReply(edits=page, older=older)
+                return await trio.to_thread.run_sync(self._history, request)
             case Reindex():
                 return await self.reindex()
             case RecallQuery():
                 return await self.recall_query(request)
             case MemoryWhy():
-                try:
-                    return await trio.to_thread.run_sync(
-                        why, self.memory, self.settings.sessions_dir, request.part
-                    )
-                except MemoryUnavailable as exc:
-                    raise ServiceError(
-                        "memory-unavailable", str(exc), runbook="memory-unavailable"
-                    ) from None
+                return await self._owner_read(
+                    why, self.memory, self.settings.sessions_dir, request.part
+                )
+            case MemoryFind():
+                return await self._owner_read(find, self.memory, request.part, request.file)
+            case UndoPlan():
+                journal = await trio.to_thread.run_sync(read_history, self.memory, None)
+                return plan_undo(journal, request.edit)
+            case MemoryBlock():
+                return await self.memory_block()
             case _:
                 assert_never(request)
+
+    def _history(self, request: MemoryHistory) -> MemoryHistoryReply:
+        lines = read_history(self.memory, request.file)
+        edits = [HistoryEdit(id=proto.edit_id(line), line=line) for line in lines]
+        page, older = history_page(edits, request.before)
+        return MemoryHistoryReply(edits=page, older=older)
+
+    async def _owner_read(self, read: Callable[..., M], *args: object) -> M:
+        """An owner's read of the memory files, in a worker thread; unreadable: refused."""
+        try:
+            return await trio.to_thread.run_sync(read, *args)
+        except MemoryUnavailable as exc:
+            raise ServiceError(
+                "memory-unavailable", str(exc), runbook="memory-unavailable"
+            ) from None
 
     # -- recall and the index ----------------------------------------------------------
 
@@ -170,14 +197,11 @@ class Memoryd:
                 log.error("recall by call %s is not in the recall log: %s", call_id, exc)
 
         try:
-            search = await self.index.search(args.query, args.k, then=log_recall)
+            return await self._recall(call_id, args, then=log_recall)
         except IndexDamaged as exc:
             return ToolResponse(
                 call_id=call_id, status="error", content=f"{exc} (runbook: {RUNBOOK})"
             )
-        found = search.found
-        content = render(args.query, found, search.ranking.marked)
-        return ToolResponse(call_id=call_id, status="ok", content=content, label=label_of(found))
 
     def _log_recall(self, record: proto.RecallRecord, now: datetime) -> None:
         self.memory.recalls.mkdir(mode=0o700, exist_ok=True)
@@ -192,15 +216,20 @@ class Memoryd:
         except proto.ToolArgsError as exc:
             raise ServiceError("bad-arguments", str(exc)) from None
         try:
-            search = await self.index.search(args.query, args.k)
+            return await self._recall("owner", args)
         except IndexUnavailable as exc:
             raise ServiceError("index-unavailable", str(exc), runbook=RUNBOOK) from None
         except IndexDamaged as exc:
             raise ServiceError("memory-index-damaged", str(exc), runbook=RUNBOOK) from None
-        content = render(args.query, search.found, search.ranking.marked)
-        return ToolResponse(
-            call_id="owner", status="ok", content=content, label=label_of(search.found)
-        )
+
+    async def _recall(
+        self, call_id: str, args: proto.RecallArgs, *, then: Callable[[Search], None] | None = None
+    ) -> ToolResponse:
+        """Search for `args` and answer in the recall format, labelled by what was found."""
+        search = await self.index.search(args.query, args.k, then=then)
+        found = search.found
+        content = render(args.query, found, search.ranking.marked)
+        return ToolResponse(call_id=call_id, status="ok", content=content, label=label_of(found))
 
     async def reindex(self) -> Reindexed:
         """Rebuild the index into a new file and swap it in (spec §10)."""

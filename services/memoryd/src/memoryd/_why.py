@@ -11,7 +11,7 @@ case-insensitive substring), its story, newest edit first:
 - `owner_said`: the owner's last message before the call in its session's log.
 
 A story ends where no edit wrote the text: written by hand, or a change memoryd found at
-start without a journal line (`unjournalled`: a hand edit, or a crash before the line).
+start without a journal line (a `HandChange`: a hand edit, or a crash before the line).
 """
 
 from __future__ import annotations
@@ -27,15 +27,16 @@ import entries
 import proto
 from proto import (
     SESSION_LOG,
+    AppliedEdit,
     AssistantRecord,
-    EditRecord,
+    JournalLine,
     MemoryWhyReply,
     UserRecord,
     WhyEdit,
     WhyEntry,
 )
 
-from ._edits import UNJOURNALLED, read_history
+from ._edits import read_history
 from ._files import MemoryDir, MemoryUnavailable
 from ._logs import archive_entries, session_logs
 
@@ -100,7 +101,7 @@ def _named(text: str) -> str:
 
 @dataclasses.dataclass
 class _Teller:
-    history: list[EditRecord]
+    history: list[JournalLine]
     sessions_dir: Path
     said: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     """Per session read so far: call id → the owner's last message before it."""
@@ -113,6 +114,7 @@ class _Teller:
             if at is None:
                 break
             record = self.history[at]
+            assert isinstance(record, AppliedEdit)  # `_writer` finds applied edits only
             previous = _previous(record, text)
             edits.append(self._edit(record, previous))
             if previous is None:
@@ -125,7 +127,8 @@ class _Teller:
         for at in range(len(self.history) - 1, -1, -1):
             record = self.history[at]
             if (
-                record.action == "consolidate"
+                isinstance(record, AppliedEdit)
+                and record.action == "consolidate"
                 and record.file == moved.name
                 and record.session == moved.session
                 and moved.text in record.moved
@@ -137,10 +140,11 @@ class _Teller:
         for at in range(end - 1, -1, -1):
             record = self.history[at]
             if record.file == name and text in record.after and text not in record.before:
-                return None if record.action == UNJOURNALLED else at
+                return at if isinstance(record, AppliedEdit) else None
         return None
 
-    def _edit(self, record: EditRecord, previous: str | None) -> WhyEdit:
+    def _edit(self, record: AppliedEdit, previous: str | None) -> WhyEdit:
+        own = isinstance(record.decided, proto.OwnerEdit)
         return WhyEdit(
             id=proto.edit_id(record),
             time=record.time,
@@ -149,15 +153,13 @@ class _Teller:
             session=record.session,
             call=record.call,
             approval=record.approval,
-            decision=record.decision,
-            surface=record.surface,
+            decided=record.decided,
             taint=record.taint,
-            owner_said=None if record.decision == "owner" else self._owner_said(record),
+            owner_said=None if own else self._owner_said(record),
             previous=previous,
-            proposed=record.proposed,
         )
 
-    def _owner_said(self, record: EditRecord) -> str | None:
+    def _owner_said(self, record: AppliedEdit) -> str | None:
         if record.session not in self.said:
             self.said[record.session] = self._read_session(record.session)
         said = self.said[record.session].get(record.call)
@@ -187,7 +189,7 @@ class _Teller:
         return before
 
 
-def _previous(record: EditRecord, text: str) -> str | None:
+def _previous(record: AppliedEdit, text: str) -> str | None:
     """The entry `record` replaced or rewrote into `text`, if it was one."""
     args = _arguments(record)
     if record.action == "replace":
@@ -210,7 +212,7 @@ def _previous(record: EditRecord, text: str) -> str | None:
     return None
 
 
-def _arguments(record: EditRecord) -> proto.MemoryArgs | None:
+def _arguments(record: AppliedEdit) -> proto.MemoryArgs | None:
     if record.arguments is None:
         return None
     try:

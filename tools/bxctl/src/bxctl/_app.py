@@ -66,10 +66,10 @@ async def chat(
 ) -> int:
     """Talk to boxmaker. Tool calls show as they happen; approvals are asked inline.
 
-    On a terminal: line editing and history; Ctrl-C cancels a turn, Ctrl-D leaves. Lines
-    starting with / are the chat's own commands, never sent to the model: /remember TEXT
-    (--user for user.md), /forget PART, /why PART, /undo, /memory, /help. At an approval,
-    e edits the proposed memory text before approving it.
+    On a terminal: line editing and history; Ctrl-C cancels a turn, Ctrl-D leaves. A line
+    starting with / and a word is one of the chat's own commands (/remember, /forget,
+    /why, /undo, /memory; /help lists them), never sent to the model. At an approval, e
+    edits the proposed memory text before approving it.
 
     Example: bxctl chat --session chat-k6m5
 
@@ -241,9 +241,7 @@ Yes = Annotated[
 
 
 @memory.command
-async def add(
-    text: str, /, *, file: Literal["memory", "user"] = "memory", home: Home = None
-) -> int:
+def add(text: str, /, *, file: Literal["memory", "user"] = "memory", home: Home = None) -> int:
     """Add an entry yourself: it is in the memory block of every new session.
 
     Example: bxctl memory add "I prefer answers in UTC" --file user
@@ -253,13 +251,19 @@ async def add(
         file: "memory" (memory.md, the default) or "user" (user.md).
         home: the boxmaker home.
     """
-    from ._memory import memory_add
+    from entries import Remember
 
-    return await memory_add(_home(home), text, file)
+    from ._common import CommandError
+    from ._memory import run_owner_command, terminal_confirm
+
+    if not text.strip():
+        raise CommandError("say what to remember: `bxctl memory add 'I prefer answers in UTC'`")
+    confirm = terminal_confirm("`bxctl memory add`")
+    return run_owner_command(_home(home), Remember(text, file), confirm=confirm)
 
 
 @memory.command
-async def replace(
+def replace(
     old: str, new: str, /, *, file: MemoryFileOption = None, yes: Yes = False, home: Home = None
 ) -> int:
     """Replace the entry holding OLD (any part of it) with NEW, after showing it and asking.
@@ -273,17 +277,25 @@ async def replace(
         yes: change it without asking y/N (for scripts).
         home: the boxmaker home.
     """
-    from ._memory import memory_replace, terminal_confirm
+    from entries import Replace
 
-    confirm = terminal_confirm(yes=yes, what="`bxctl memory replace`")
-    return await memory_replace(_home(home), old, new, file, confirm=confirm)
+    from ._common import CommandError
+    from ._memory import run_owner_command, terminal_confirm
+
+    if not new.strip():
+        raise CommandError("the new text is empty; to remove the entry, use `memory remove`")
+    command = Replace(_part(old), new, file, confirmed=yes)
+    confirm = terminal_confirm("`bxctl memory replace`")
+    return run_owner_command(_home(home), command, confirm=confirm)
 
 
 @memory.command
-async def remove(
+def remove(
     old: str, /, *, file: MemoryFileOption = None, yes: Yes = False, home: Home = None
 ) -> int:
     """Remove the entry holding OLD (any part of it), after showing it and asking.
+
+    It can be undone (`bxctl memory undo`), like every edit.
 
     Example: bxctl memory remove "answers in UTC"
 
@@ -293,14 +305,16 @@ async def remove(
         yes: remove it without asking y/N (for scripts).
         home: the boxmaker home.
     """
-    from ._memory import memory_remove, terminal_confirm
+    from entries import Forget
 
-    confirm = terminal_confirm(yes=yes, what="`bxctl memory remove`")
-    return await memory_remove(_home(home), old, file, confirm=confirm)
+    from ._memory import run_owner_command, terminal_confirm
+
+    confirm = terminal_confirm("`bxctl memory remove`")
+    return run_owner_command(_home(home), Forget(_part(old), file, yes), confirm=confirm)
 
 
 @memory.command
-async def why(part: str, /, *, home: Home = None, json: Json = False) -> int:
+def why(part: str, /, *, home: Home = None, json: Json = False) -> int:
     """Where each entry holding PART came from: its edits, who approved them where, and why.
 
     For each edit: its id, time, session and call, the decision and where it was made, the
@@ -313,13 +327,21 @@ async def why(part: str, /, *, home: Home = None, json: Json = False) -> int:
         home: the boxmaker home.
         json: print JSON for scripts.
     """
-    from ._memory import memory_why
+    from entries import Why
 
-    return await memory_why(_home(home), part, as_json=json)
+    from ._common import print_json
+    from ._memory import memory_why_json, run_owner_command, terminal_confirm
+
+    where = _home(home)
+    if json:
+        print_json(memory_why_json(where, _part(part)))
+        return 0
+    confirm = terminal_confirm("`bxctl memory why`")
+    return run_owner_command(where, Why(_part(part)), confirm=confirm)
 
 
 @memory.command
-async def undo(edit: str | None = None, /, *, yes: Yes = False, home: Home = None) -> int:
+def undo(edit: str | None = None, /, *, yes: Yes = False, home: Home = None) -> int:
     """Undo one memory edit (the last one by default): shows the edit and its undo, asks y/N.
 
     The undo is your own edit; if the file changed since, it is refused and nothing changes.
@@ -331,10 +353,32 @@ async def undo(edit: str | None = None, /, *, yes: Yes = False, home: Home = Non
         yes: undo it without asking y/N (for scripts).
         home: the boxmaker home.
     """
-    from ._memory import memory_undo, terminal_confirm
+    import proto
+    from entries import Undo
 
-    confirm = terminal_confirm(yes=yes, what="`bxctl memory undo`")
-    return await memory_undo(_home(home), edit, confirm=confirm)
+    from ._common import CommandError, clipped
+    from ._memory import run_owner_command, terminal_confirm
+
+    if edit is not None and proto.EDIT_ID.fullmatch(edit.strip()) is None:
+        raise CommandError(
+            f"{clipped(edit)!r} is not an edit id (ed- and six characters); "
+            "`bxctl memory history` shows each edit's id"
+        )
+    command = Undo(None if edit is None else edit.strip(), confirmed=yes)
+    confirm = terminal_confirm("`bxctl memory undo`")
+    return run_owner_command(_home(home), command, confirm=confirm)
+
+
+def _part(part: str) -> str:
+    """Any part of an entry, as the owner names one, checked as every surface checks it."""
+    from entries import part_problem
+
+    from ._common import CommandError
+
+    problem = part_problem(part)
+    if problem is not None:
+        raise CommandError(problem)
+    return part.strip()
 
 
 @memory.command

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import msgspec
+import trio
 
 import proto
 from proto import BaselinePreview, BaselinePreviewReply
@@ -118,7 +119,9 @@ async def _try(
 async def baseline(home: Path, *, count: bool, as_json: bool) -> int:
     """Print the system prompt and tool schemas a new session would get, and their size."""
     path = Sockets(home).path(proto.OWNER_LOOP)
-    preview = await ask(path, proto.OWNER_LOOP, BaselinePreview(), BaselinePreviewReply)
+    preview = await trio.to_thread.run_sync(
+        ask, path, proto.OWNER_LOOP, BaselinePreview(), BaselinePreviewReply
+    )
     tools = _compact(preview.tools)
     counted = await count_tokens(preview) if count else None
     if as_json:

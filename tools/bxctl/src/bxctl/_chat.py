@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
@@ -28,6 +29,7 @@ import httpx
 import msgspec
 import trio
 
+import entries
 import proto
 from proto import (
     ApprovalDecide,
@@ -46,20 +48,6 @@ from proto import (
     TurnEvent,
 )
 
-from ._commands import (
-    HELP,
-    ChatLine,
-    Forget,
-    Help,
-    Remember,
-    Send,
-    ShowMemory,
-    Undo,
-    Unknown,
-    Usage,
-    Why,
-    parse_line,
-)
 from ._common import CommandError, Sockets, ask, bxctl, inline, not_utf8, unreachable_sentence
 from ._embedded import DEMO_NOTICE, embedded_configured
 from ._input import Interrupted, Lines, Reader, Terminal, history_in
@@ -83,8 +71,8 @@ async def model_hint(home: Path, *, after_timeout: bool = False) -> str | None:
     a server that answers that but let a turn time out (`after_timeout`) is busy or slow.
     """
     try:
-        info = await ask(
-            Sockets(home).path(proto.OWNER_LOOP), proto.OWNER_LOOP, ModelInfo(), ModelInfoReply
+        info = await trio.to_thread.run_sync(
+            ask, Sockets(home).path(proto.OWNER_LOOP), proto.OWNER_LOOP, ModelInfo(), ModelInfoReply
         )
     except CommandError:
         return None
@@ -256,7 +244,8 @@ async def _decide(
             id=approval.id, approve=True, arguments=arguments, surface=proto.Surface(via="bxctl")
         )
     try:
-        await ask(Sockets(home).path(proto.OWNER_BROKER), proto.OWNER_BROKER, request, Ok)
+        path = Sockets(home).path(proto.OWNER_BROKER)
+        await trio.to_thread.run_sync(ask, path, proto.OWNER_BROKER, request, Ok)
     except CommandError as exc:
         out.line(f"  could not decide {inline(approval.id)}: {inline(str(exc))}")
         return
@@ -397,14 +386,24 @@ class _Conversation:
                 sys.stderr.write(f"bxctl: that line is not UTF-8 text ({problem}); not sent\n")
                 continue
             # Only the owner's own typed line is ever parsed as a command (ARCHITECTURE §6a).
-            command = parse_line(line)
-            if not isinstance(command, Send):
-                try:
-                    await self.command(command)
-                except CommandError as exc:
-                    sys.stderr.write(f"bxctl: {inline(str(exc))}\n")
-                continue
-            line = command.text
+            match entries.parse_command(line, "/"):
+                case entries.ForModel(text=text):
+                    line = text
+                case entries.NotACommand(word=word):
+                    print(
+                        f"/{inline(word)} is not a command, so nothing was sent; /help lists "
+                        "them, and //text sends /text to the model"
+                    )
+                    continue
+                case entries.Usage(problem=problem):
+                    print(inline(problem))
+                    continue
+                case command:
+                    try:
+                        await trio.to_thread.run_sync(self.command, command)
+                    except CommandError as exc:
+                        sys.stderr.write(f"bxctl: {inline(str(exc))}\n")
+                    continue
             out = _Printer()
             with trio.CancelScope() as self.turn:
                 await _turn(self.home, self.session, line, out, decide=self.decide)
@@ -412,44 +411,23 @@ class _Conversation:
                 out.line("(turn cancelled; what was said is kept. Ctrl-D or Ctrl-C leaves)")
             self.turn = None
 
-    async def command(self, command: ChatLine) -> None:
-        """One of the chat's own commands (`/help` lists them); nothing reaches the model."""
-        from ._memory import memory_add, memory_remove, memory_undo, memory_why
-        from ._owner import memory_show
+    def command(self, command: entries.OwnerCommand) -> None:
+        """One of the chat's own commands (`/help` lists them), in a worker thread.
 
-        session = self.session
-        match command:
-            case Remember(text=text, file=file):
-                await memory_add(
-                    self.home, text, "user" if file == "user" else "memory", session=session
-                )
-            case Forget(part=part):
-                await memory_remove(self.home, part, None, confirm=self.confirm, session=session)
-            case Why(part=part):
-                await memory_why(self.home, part)
-            case Undo(edit=edit):
-                await memory_undo(self.home, edit, confirm=self.confirm, session=session)
-            case ShowMemory():
-                await trio.to_thread.run_sync(memory_show, self.home)
-            case Help():
-                print(HELP)
-            case Unknown(word=word):
-                print(
-                    f"/{inline(word)} is not a command, so nothing was sent; /help lists them, "
-                    "and //text sends /text to the model"
-                )
-            case Usage(message=message):
-                print(message)
-            case Send():
-                raise AssertionError("text for the model is sent, not run")
-            case _:
-                assert_never(command)
+        It runs as `bxctl memory …` does, asking y/N on the chat's own input.
+        """
+        from ._memory import run_owner_command
 
-    async def confirm(self, question: str) -> bool:
-        """y/N for a chat command, asked on the chat's own input."""
-        print(question)
+        run_owner_command(
+            self.home, command, confirm=self.confirm, session=self.session, where="chat"
+        )
+
+    def confirm(self, question: entries.Answer) -> bool:
+        """y/N for a chat command, asked on the chat's own input (from the worker thread)."""
+        print(entries.to_terminal(question), flush=True)
+        read = partial(self.reader.read, "change it? [y/N] ", remember=False)
         try:
-            answer = await self.reader.read("change it? [y/N] ", remember=False)
+            answer = trio.from_thread.run(read)
         except (EOFError, Interrupted):
             return False
         return answer.strip().lower() in ("y", "yes")
@@ -561,7 +539,8 @@ async def chat(
 
     `home_option` is `--home` as given, for the command that resumes the session.
     """
-    opened = await ask(
+    opened = await trio.to_thread.run_sync(
+        ask,
         Sockets(home).path(proto.OWNER_LOOP),
         proto.OWNER_LOOP,
         SessionOpen(origin="bxctl", session=session),

@@ -22,7 +22,6 @@ __all__ = [
     "CommandError",
     "Sockets",
     "ask",
-    "ask_now",
     "bxctl",
     "clipped",
     "failure_sentence",
@@ -151,7 +150,7 @@ class Sockets:
         return self._read[role]
 
 
-def ask_now(
+def ask(
     path: Path,
     spec: proto.Socket[proto.Message],
     request: proto.Message,
@@ -159,24 +158,13 @@ def ask_now(
     *,
     deadline_s: float = CALL_DEADLINE_S,
 ) -> M:
-    """One request to a role, blocking (no trio), every failure a `CommandError` sentence."""
+    """One request to a role, every failure a `CommandError` sentence.
+
+    bxctl's one client: blocking (no trio), so the one-request commands start without
+    trio; under trio (the chat, `up`) a command runs it in a worker thread.
+    """
     try:
         return proto.call_blocking(path, request, expect, deadline_s=deadline_s)
-    except proto.CallFailed as exc:
-        raise CommandError(failure_sentence(spec.server, path, exc)) from None
-
-
-async def ask(
-    path: Path,
-    spec: proto.Socket[proto.Message],
-    request: proto.Message,
-    expect: type[M],
-    *,
-    deadline_s: float = CALL_DEADLINE_S,
-) -> M:
-    """`ask_now` for commands that run under trio (chat, up)."""
-    try:
-        return await proto.call(path, request, expect, deadline_s=deadline_s)
     except proto.CallFailed as exc:
         raise CommandError(failure_sentence(spec.server, path, exc)) from None
 

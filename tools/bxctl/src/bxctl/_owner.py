@@ -8,19 +8,25 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import assert_never
+
+import msgspec
 
 import entries
 import proto
 from proto import (
+    AppliedEdit,
     ApprovalDecide,
     Approvals,
     ApprovalsList,
     AuditRecord,
     AuditVerified,
     AuditVerify,
-    EditRecord,
     Grants,
     GrantsList,
+    HandChange,
+    HistoryEdit,
+    JournalLine,
     MemoryBlock,
     MemoryBlockReply,
     MemoryHistory,
@@ -33,8 +39,7 @@ from proto import (
     ToolResponse,
 )
 
-from ._common import CommandError, Sockets, ask_now, inline, plural, print_json
-from ._memory import describe_args
+from ._common import CommandError, Sockets, ask, inline, plural, print_json
 
 __all__ = [
     "approvals_decide",
@@ -44,6 +49,7 @@ __all__ = [
     "audit_verify",
     "describe_approval",
     "grants_list",
+    "journal",
     "memory_history",
     "memory_show",
     "pending_approvals",
@@ -88,9 +94,7 @@ def approvals_list(home: Path, *, as_json: bool) -> int:
 def approvals_decide(home: Path, approval: str, *, approve: bool, reason: str | None) -> int:
     """Approve or deny one pending approval."""
     path = Sockets(home).path(proto.OWNER_BROKER)
-    ask_now(
-        path, proto.OWNER_BROKER, ApprovalDecide(id=approval, approve=approve, reason=reason), Ok
-    )
+    ask(path, proto.OWNER_BROKER, ApprovalDecide(id=approval, approve=approve, reason=reason), Ok)
     print(f"{'approved' if approve else 'denied'} {inline(approval)}")
     return 0
 
@@ -98,10 +102,10 @@ def approvals_decide(home: Path, approval: str, *, approve: bool, reason: str | 
 def pending_approvals(home: Path) -> list[PendingApproval]:
     """Every pending approval, a frame's worth at a time."""
     path = Sockets(home).path(proto.OWNER_BROKER)
-    reply = ask_now(path, proto.OWNER_BROKER, ApprovalsList(), Approvals)
+    reply = ask(path, proto.OWNER_BROKER, ApprovalsList(), Approvals)
     pending = reply.pending
     while reply.more:  # one settled meanwhile is not sent
-        reply = ask_now(path, proto.OWNER_BROKER, ApprovalsList(ids=reply.more), Approvals)
+        reply = ask(path, proto.OWNER_BROKER, ApprovalsList(ids=reply.more), Approvals)
         pending += reply.pending
     return pending
 
@@ -135,9 +139,9 @@ def approve_with_text(home: Path, approval: str, text: str) -> int:
     request = ApprovalDecide(
         id=approval, approve=True, arguments=arguments, surface=proto.Surface(via="bxctl")
     )
-    ask_now(Sockets(home).path(proto.OWNER_BROKER), proto.OWNER_BROKER, request, Ok)
+    ask(Sockets(home).path(proto.OWNER_BROKER), proto.OWNER_BROKER, request, Ok)
     print(f"approved {inline(approval)} with your text:")
-    print(describe_args(proto.parse_memory_args(arguments)))
+    print(entries.to_terminal(entries.describe_edit(proto.parse_memory_args(arguments))))
     return 0
 
 
@@ -176,9 +180,7 @@ def reindex(home: Path, admin_socket: Path | None) -> int:
     path = admin_socket or Sockets(home).path(proto.OWNER_MEMORY)
     started = time.monotonic()
     with _working("reindexing"):
-        reply = ask_now(
-            path, proto.OWNER_MEMORY, Reindex(), Reindexed, deadline_s=REINDEX_DEADLINE_S
-        )
+        reply = ask(path, proto.OWNER_MEMORY, Reindex(), Reindexed, deadline_s=REINDEX_DEADLINE_S)
     print(reindexed_line(reply))  # the spec's line, alone on stdout for scripts
     print(f"took {time.monotonic() - started:.1f} s", file=sys.stderr)
     return 0
@@ -187,24 +189,24 @@ def reindex(home: Path, admin_socket: Path | None) -> int:
 def recall(home: Path, query: str, k: int) -> int:
     """The owner's own search, in the recall tool's format."""
     path = Sockets(home).path(proto.OWNER_MEMORY)
-    reply = ask_now(path, proto.OWNER_MEMORY, RecallQuery(query=query, k=k), ToolResponse)
+    reply = ask(path, proto.OWNER_MEMORY, RecallQuery(query=query, k=k), ToolResponse)
     print(proto.for_terminal(reply.content))
     return 0 if reply.status == "ok" else 1
 
 
 def memory_show(home: Path) -> int:
-    """The memory block a new session would get now, exactly."""
-    path = Sockets(home).path(proto.LOOP_MEMORY)
-    reply = ask_now(path, proto.LOOP_MEMORY, MemoryBlock(), MemoryBlockReply)
+    """The memory block a new session would get now, exactly (memoryd's owner socket)."""
+    path = Sockets(home).path(proto.OWNER_MEMORY)
+    reply = ask(path, proto.OWNER_MEMORY, MemoryBlock(), MemoryBlockReply)
     print(proto.for_terminal(reply.text))
     return 0
 
 
-def _diff(edit: EditRecord) -> list[str]:
+def _diff(line: JournalLine) -> list[str]:
     out: list[str] = []
-    moved = set(edit.moved)
-    for line in difflib.ndiff(edit.before, edit.after):
-        tag, text = line[:1], line[2:]
+    moved = set(line.moved) if isinstance(line, AppliedEdit) else set()
+    for row in difflib.ndiff(line.before, line.after):
+        tag, text = row[:1], row[2:]
         if tag == "?":
             continue
         marker = {"-": "-", "+": "+", " ": " "}[tag]
@@ -214,36 +216,50 @@ def _diff(edit: EditRecord) -> list[str]:
     return out
 
 
-def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) -> int:
-    """The edit journal, newest first, each edit as a diff of entries."""
+def journal(home: Path, file: proto.MemoryFile | None = None) -> list[HistoryEdit]:
+    """The edit journal, newest first, a frame's worth at a time."""
     path = Sockets(home).path(proto.OWNER_MEMORY)
-    edits: list[EditRecord] = []
+    edits: list[HistoryEdit] = []
     before: int | None = None
-    while before != 0:  # newest first, a frame's worth at a time
+    while before != 0:
         request = MemoryHistory(file=file, before=before)
-        reply = ask_now(path, proto.OWNER_MEMORY, request, MemoryHistoryReply)
+        reply = ask(path, proto.OWNER_MEMORY, request, MemoryHistoryReply)
         edits += reversed(reply.edits)
         before = reply.older if reply.edits else 0
+    return edits
+
+
+def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) -> int:
+    """The edit journal, newest first, each edit with its id, as a diff of entries."""
+    edits = journal(home, file)
     if as_json:
-        print_json(edits)
+        print_json([{"id": edit.id, **msgspec.to_builtins(edit.line)} for edit in edits])
         return 0
     if not edits:
         print("no memory edits yet")
         return 0
     for edit in edits:
-        if edit.action == "unjournalled":
-            print(
-                f"{inline(edit.time)}  {inline(edit.file)} changed outside an approved edit "
-                "(by hand, or an edit applied just before a crash); found at memoryd's start"
-            )
-        else:
-            undoes = f"  (undoes {inline(edit.undoes)})" if edit.undoes else ""
-            print(
-                f"{inline(proto.edit_id(edit))}  {inline(edit.time)}  {inline(edit.action)} "
-                f"{inline(edit.file)}  session {inline(edit.session)}  "
-                f"approval {inline(edit.approval or '-')}{undoes}"
-            )
-        print("\n".join(_diff(edit)))
+        match edit.line:
+            case HandChange(time=time, file=changed):
+                print(
+                    f"{inline(edit.id)}  {inline(time)}  {changed} changed outside an applied "
+                    "edit (by hand, or an edit applied just before a crash); found at "
+                    "memoryd's start"
+                )
+            case AppliedEdit() as applied:
+                undoes = (
+                    f"  (undoes {inline(applied.decided.undoes)})"
+                    if isinstance(applied.decided, proto.OwnerEdit) and applied.decided.undoes
+                    else ""
+                )
+                print(
+                    f"{inline(edit.id)}  {inline(applied.time)}  {applied.action} "
+                    f"{applied.file}  session {inline(applied.session)}  "
+                    f"approval {inline(applied.approval or '-')}{undoes}"
+                )
+            case _:
+                assert_never(edit.line)
+        print("\n".join(_diff(edit.line)))
     print("\n(- removed, + added, > moved to archive.md; `bxctl memory undo ID` undoes one)")
     return 0
 
@@ -251,7 +267,7 @@ def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) 
 def audit_verify(home: Path) -> int:
     """Walk the audit log's hash chain."""
     path = Sockets(home).path(proto.OWNER_BROKER)
-    reply = ask_now(path, proto.OWNER_BROKER, AuditVerify(), AuditVerified)
+    reply = ask(path, proto.OWNER_BROKER, AuditVerify(), AuditVerified)
     if reply.ok:
         print(f"audit log intact: {plural(reply.records, 'record')}")
         return 0
@@ -293,7 +309,7 @@ def audit_tail(home: Path, count: int, *, as_json: bool) -> int:
 def grants_list(home: Path, *, as_json: bool) -> int:
     """The grants brokerd loaded (the built-in ones included) and the files it refused."""
     path = Sockets(home).path(proto.OWNER_BROKER)
-    reply = ask_now(path, proto.OWNER_BROKER, GrantsList(), Grants)
+    reply = ask(path, proto.OWNER_BROKER, GrantsList(), Grants)
     if as_json:
         print_json({"grants": reply.grants, "problems": reply.problems})
         return 0
