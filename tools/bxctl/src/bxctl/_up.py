@@ -6,11 +6,11 @@ starts. Their logs are streamed here, prefixed by role. Ctrl-C or SIGTERM stops 
 all (loopd first), each given its drain deadline and a margin before it is killed.
 
 A role that dies is started again, as systemd's `Restart=on-failure` does in the units:
-after a pause that doubles from one second while it keeps dying soon after it starts.
-A role that dies `RESTART_LIMIT` times in a row within `QUICK_DEATH_S` of starting is
-in a crash loop (systemd's start limit: 5 in 10 s); bxctl then says which role, with its
-own last error, and stops the others. An open `bxctl chat` reaches the new loopd on its
-next message.
+after a pause that doubles from one second while it keeps dying soon after it starts, or
+failing to start. `_restarts.py` has the rule: 5 such ends in a row are a crash loop
+(systemd's start limit: 5 in 10 s), and an exit `proto.NEEDS_OWNER_EXIT` waits for the
+owner; either way bxctl says which role, with its own last error, and stops the others.
+An open `bxctl chat` reaches the new loopd on its next message.
 
 mattermostd, the Mattermost bridge, runs when `config/mattermost.toml` exists, and is the
 one role boxmaker can do without: if it cannot start, keeps dying, or stops for the
@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TypeAlias, assert_never
 
 import httpx
 import trio
@@ -49,6 +50,7 @@ from ._embedded import (
     worth_showing,
 )
 from ._init import init_home
+from ._restarts import Died, End, FailedStart, GiveUp, Restart, RestartPolicy
 
 __all__ = ["ROLES", "up"]
 
@@ -60,11 +62,7 @@ READY_DEADLINE_S = 60.0
 MODEL_READY_DEADLINE_S = 180.0
 STOP_MARGIN_S = 15.0
 """How much longer than a role's drain deadline bxctl waits before it kills the role."""
-RESTART_LIMIT = 5
-QUICK_DEATH_S = 10.0
-FIRST_PAUSE_S = 1.0
-LONGEST_PAUSE_S = 30.0
-"""A dying role is started again after `FIRST_PAUSE_S`, then twice as long each time."""
+_POLICY = RestartPolicy()
 
 
 @dataclass
@@ -153,10 +151,41 @@ async def _spawn(
     return child
 
 
-def _died_while_starting(child: _Child) -> CommandError:
-    return CommandError(
-        f"{child.role} exited with code {child.process.returncode} while starting: {child.why()}"
-    )
+_Starter: TypeAlias = Callable[[], Awaitable[_Child | FailedStart]]
+"""Starts a role (again): the child once it is ready, or how its start failed."""
+
+
+async def _abandon(child: _Child, silent: str) -> FailedStart:
+    """`child`'s start failed: say how, and leave nothing behind.
+
+    A supervisor that tries again and again would otherwise keep a notify socket, and a
+    process to reap (or one still running), per attempt. `silent` is what to say of a
+    child still running: it never said it was ready.
+    """
+    if child.exited.is_set():
+        report = f"{child.role} exited with code {child.process.returncode} while starting: "
+        report += inline(child.why())
+    else:
+        report = silent
+        child.process.kill()  # SIGKILL: it exits, and `_watch_exit` reaps it
+        with trio.CancelScope(shield=True):
+            await child.exited.wait()
+    if child.notify is not None:
+        child.notify.close()
+    code = child.process.returncode
+    assert code is not None  # `exited` is set once it is reaped
+    return FailedStart(exit_code=code, report=report)
+
+
+def _ready(started: _Child | FailedStart) -> _Child:
+    """The child of a first start; a failed one stops `bxctl up` (it says why)."""
+    match started:
+        case _Child():
+            return started
+        case FailedStart(report=report):
+            raise CommandError(report)
+        case _:
+            assert_never(started)
 
 
 def _stop_deadline(home: Path, role: str) -> float:
@@ -190,7 +219,7 @@ def bridge_configured(home: Path) -> bool:
 
 async def _start(
     nursery: trio.Nursery, role: str, home: Path, notify_dir: Path, extra_env: dict[str, str]
-) -> _Child:
+) -> _Child | FailedStart:
     config = _config_path(home, role)
     notify_path = notify_dir / f"{role}.notify"
     notify_path.unlink(missing_ok=True)  # a role started again: its old socket's file
@@ -206,47 +235,38 @@ async def _start(
         notify,
     )
     child.stop_deadline_s = _stop_deadline(home, role)
-    with trio.move_on_after(READY_DEADLINE_S) as waited:
+    with trio.move_on_after(READY_DEADLINE_S):
         await _wait_ready(child, notify)
-    died = child.exited.is_set()
-    if not died and not waited.cancelled_caught:
-        return child
-    # A failed start leaves nothing behind: a supervisor that tries again and again
-    # would otherwise keep a notify socket (and a process to reap) per attempt.
-    if not died:
-        child.process.kill()  # SIGKILL: it exits, and `_watch_exit` reaps it
-        with trio.CancelScope(shield=True):
-            await child.exited.wait()
-    notify.close()
-    if died:
-        raise _died_while_starting(child)
-    raise CommandError(f"{role} did not report ready within {READY_DEADLINE_S:g} s")
+        if not child.exited.is_set():
+            return child
+    return await _abandon(child, f"{role} did not report ready within {READY_DEADLINE_S:g} s")
+
+
+def _model_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/v1"
 
 
 async def _start_model(
-    nursery: trio.Nursery, home: Path, extra_env: dict[str, str], *, port: int | None = None
-) -> tuple[_Child, str]:
-    gguf = find_gguf()
-    port = port or free_port()
-    url = f"http://127.0.0.1:{port}/v1"
+    nursery: trio.Nursery, home: Path, gguf: Path, port: int, extra_env: dict[str, str]
+) -> _Child | FailedStart:
+    """The embedded model's server on `port` (the one loopd is told), once it answers."""
+    url = _model_url(port)
     command = server_command(gguf, port, context_tokens(home))
     child = await _spawn(nursery, "model", command, {**os.environ, **extra_env})
     child.show = worth_showing
     print(f"bxctl: loading the embedded demo model ({gguf.name}) …", file=sys.stderr, flush=True)
     async with httpx.AsyncClient(timeout=2.0) as http:
-        with trio.move_on_after(MODEL_READY_DEADLINE_S) as waited:
+        with trio.move_on_after(MODEL_READY_DEADLINE_S):
             while not child.exited.is_set():
                 try:
                     if (await http.get(f"{url}/models")).status_code == 200:
-                        return child, url
+                        return child
                 except httpx.HTTPError:
                     pass
                 await trio.sleep(0.2)
-    if waited.cancelled_caught:
-        raise CommandError(
-            f"the embedded model did not answer within {MODEL_READY_DEADLINE_S:g} s at {url}"
-        )
-    raise _died_while_starting(child)
+    return await _abandon(
+        child, f"the embedded model did not answer within {MODEL_READY_DEADLINE_S:g} s at {url}"
+    )
 
 
 async def _stop(children: list[_Child]) -> None:
@@ -331,29 +351,34 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
             async with trio.open_nursery() as nursery:
                 try:
                     loopd_env: dict[str, str] = {}
-                    starters: list[Callable[[], Awaitable[_Child]]] = []
+                    starters: list[_Starter] = []
                     if embedded_configured(home):
-                        model, url = await _start_model(nursery, home, lifeline_env)
-                        children.append(model)
-                        loopd_env[proto.EMBEDDED_URL_ENV] = url
-                        starters.append(partial(_restart_model, nursery, home, lifeline_env, url))
+                        # the port is loopd's to know: a model started again keeps it
+                        port = free_port()
+                        start = partial(
+                            _start_model, nursery, home, find_gguf(), port, lifeline_env
+                        )
+                        children.append(_ready(await start()))
+                        starters.append(start)
+                        loopd_env[proto.EMBEDDED_URL_ENV] = _model_url(port)
                     for role in ROLES:
                         extra = {**lifeline_env, **(loopd_env if role == "loopd" else {})}
                         start = partial(_start, nursery, role, home, notify_dir, extra)
-                        children.append(await start())
+                        children.append(_ready(await start()))
                         starters.append(start)
                     if bridge_configured(home):
                         start = partial(_start, nursery, BRIDGE, home, notify_dir, lifeline_env)
-                        try:
-                            children.append(await start())
-                            starters.append(start)
-                        except CommandError as exc:
-                            print(
-                                f"bxctl: the Mattermost bridge did not start ({inline(str(exc))}); "
-                                "boxmaker runs without it (docs/runbook.md, mattermost-*)",
-                                file=sys.stderr,
-                                flush=True,
-                            )
+                        match await start():
+                            case _Child() as bridge:
+                                children.append(bridge)
+                                starters.append(start)
+                            case FailedStart(report=report):
+                                print(
+                                    f"bxctl: the Mattermost bridge did not start ({report}); "
+                                    "boxmaker runs without it (docs/runbook.md, mattermost-*)",
+                                    file=sys.stderr,
+                                    flush=True,
+                                )
                 except CommandError:
                     await _stop(children)
                     nursery.cancel_scope.cancel()
@@ -374,95 +399,95 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
     return code
 
 
-async def _restart_model(
-    nursery: trio.Nursery, home: Path, extra_env: dict[str, str], url: str
-) -> _Child:
-    """The embedded model again, on the port loopd already knows."""
-    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
-    child, _ = await _start_model(nursery, home, extra_env, port=port)
-    return child
-
-
 async def _supervise(
     children: list[_Child],
-    starters: list[Callable[[], Awaitable[_Child]]],
+    starters: list[_Starter],
     signals: AsyncIterator[int],
+    policy: RestartPolicy = _POLICY,
 ) -> int:
-    """Restart whichever child dies; 0 on a signal, 1 once one keeps dying."""
-    outcome: list[int] = []
+    """Keep each child running (`children[slot]` is its latest); 0 on a signal, 1 on giving up.
+
+    Giving up on the bridge, the one role boxmaker can do without, lets the others go on.
+    """
+    ended: list[int] = []  # the exit code of `bxctl up`, once it is known
+
     async with trio.open_nursery() as watch:
+
+        def stop(code: int) -> None:
+            ended.append(code)
+            watch.cancel_scope.cancel()
 
         async def on_signal() -> None:
             async for signum in signals:
                 print(f"\nbxctl: {signal.Signals(signum).name}; stopping boxmaker", file=sys.stderr)
-                outcome.append(0)
-                watch.cancel_scope.cancel()
+                stop(0)
                 return
 
         async def keep(slot: int) -> None:
-            quick_deaths = 0
-            # No jitter: one bxctl restarts one role, and "again in N s" must be exact.
-            backoff = proto.Backoff(FIRST_PAUSE_S, LONGEST_PAUSE_S, jitter=False)
-            started = trio.current_time()
-            while True:
-                child = children[slot]
-                await child.exited.wait()
-                if trio.current_time() - started < QUICK_DEATH_S:
-                    quick_deaths += 1
-                else:
-                    quick_deaths = 1  # it ran a good while
-                    backoff.reset()
-                said = (
-                    f"bxctl: {child.role} exited with code {child.process.returncode} "
-                    f"({inline(child.why())})"
-                )
-                if child.process.returncode == proto.NEEDS_OWNER_EXIT:
-                    print(
-                        f"{said}; it waits for you to fix that, and is not started again "
-                        "until the next `bxctl up`"
-                        + ("" if child.role == BRIDGE else "; boxmaker stops"),
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    if child.role == BRIDGE:
-                        return
-                    outcome.append(1)
-                    watch.cancel_scope.cancel()
-                    return
-                if quick_deaths >= RESTART_LIMIT and child.role == BRIDGE:
-                    print(
-                        f"{said}; it died {quick_deaths} times in a row within "
-                        f"{QUICK_DEATH_S:g} s of starting, so it is not started again; the "
-                        "rest of boxmaker goes on",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    return
-                if quick_deaths >= RESTART_LIMIT:
-                    print(
-                        f"{said}; it died {quick_deaths} times in a row within "
-                        f"{QUICK_DEATH_S:g} s of starting, so boxmaker stops (its log above "
-                        "says why; docs/runbook.md has the entry it names)",
-                        file=sys.stderr,
-                    )
-                    outcome.append(1)
-                    watch.cancel_scope.cancel()
-                    return
-                pause = backoff.next()
-                print(f"{said}; starting it again in {pause:g} s", file=sys.stderr, flush=True)
-                if child.notify is not None:
-                    child.notify.close()
-                await trio.sleep(pause)
-                try:
-                    children[slot] = await starters[slot]()
-                except CommandError as exc:
-                    print(f"bxctl: {inline(str(exc))}", file=sys.stderr, flush=True)
-                    # the failed start counts as a death; wait on the dead child again
-                    continue
-                started = trio.current_time()
-                print(f"bxctl: {child.role} is back", file=sys.stderr, flush=True)
+            await _keep(children, slot, starters[slot], policy)
+            if not _can_do_without(children[slot].role):
+                stop(1)
 
         watch.start_soon(on_signal)
         for slot in range(len(children)):
             watch.start_soon(keep, slot)
-    return outcome[0] if outcome else 1
+    return ended[0] if ended else 1
+
+
+async def _keep(children: list[_Child], slot: int, start: _Starter, policy: RestartPolicy) -> None:
+    """Start `children[slot]` again each time it ends, until `policy` gives up on it."""
+    role = children[slot].role
+    ends: deque[End] = deque(maxlen=policy.limit)  # all the policy reads
+    end: End = await _run(children[slot])
+    while True:
+        ends.append(end)
+        step = policy.next_step(ends)
+        match step:
+            case Restart(pause_s=pause_s):
+                _say(f"{end.report}; starting it again in {pause_s:g} s")
+            case GiveUp(why=why) if _can_do_without(role):
+                _say(f"{end.report}; {why}; the rest of boxmaker goes on")
+                return
+            case GiveUp(why=why):
+                _say(
+                    f"{end.report}; {why}; boxmaker stops (its log above says why; "
+                    "docs/runbook.md has the entry it names)"
+                )
+                return
+            case _:
+                assert_never(step)
+        await trio.sleep(pause_s)
+        started = await start()
+        match started:
+            case _Child():
+                children[slot] = started
+                _say(f"{role} is back")
+                end = await _run(started)
+            case FailedStart():
+                end = started
+            case _:
+                assert_never(started)
+
+
+async def _run(child: _Child) -> Died:
+    """Until `child`, ready now, ends: how long it ran, and how it ended."""
+    started = trio.current_time()
+    await child.exited.wait()
+    if child.notify is not None:
+        child.notify.close()
+    code = child.process.returncode
+    assert code is not None  # `exited` is set once it is reaped
+    return Died(
+        ran_s=trio.current_time() - started,
+        exit_code=code,
+        report=f"{child.role} exited with code {code} ({inline(child.why())})",
+    )
+
+
+def _can_do_without(role: str) -> bool:
+    """Whether boxmaker goes on without `role`: the bridge only (`bxctl chat` still works)."""
+    return role == BRIDGE
+
+
+def _say(line: str) -> None:
+    print(f"bxctl: {line}", file=sys.stderr, flush=True)
