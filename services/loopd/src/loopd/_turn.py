@@ -173,7 +173,7 @@ async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
 
     for _ in range(ctx.settings.max_steps):
         _check_room(session, ctx)
-        body = session.conversation.body(ctx.model.head(session.baseline.tools))
+        body = session.history.body(ctx.model.head(session.baseline.tools))
         try:
             reply = await ctx.model.send(body, on_text)
         except ContextExceeded as exc:
@@ -222,7 +222,7 @@ def _new_ids(session: Session, calls: list[ToolCall]) -> list[ToolCall]:
     Models reuse ids such as `call_0` from turn to turn; in a session an id names one call,
     so brokerd's audit can say what became of it (`call_state`) after a crash.
     """
-    used = session.conversation.call_ids
+    used = session.history.call_ids
     fresh: list[ToolCall] = []
     for call in calls:
         if call.id in used or any(call.id == other.id for other in fresh):
