@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopd._model import _Partial
+from loopd._model import _Failed, _Malformed, _Partial, _Streaming, _words
 
 NAMES = st.sampled_from(["clock", "recall", "memory", "find_tool", "call_tool"])
 ARGUMENTS = st.dictionaries(st.text(max_size=4), st.text(max_size=8), max_size=3).map(
@@ -35,7 +35,7 @@ def joined(chunks: list[bytes]) -> list[tuple[str, str, str]]:
     partial = _Partial()
     for data in chunks:
         partial.add(data)
-    assert partial.malformed is None
+    assert partial.state == _Streaming()
     return [(c.id, c.name, c.arguments) for c in partial.reply().tool_calls]
 
 
@@ -65,3 +65,39 @@ def test_whole_calls_without_an_index_but_with_their_own_ids_are_never_merged(
     ]
     assert joined([chunk([call]) for call in whole]) == calls
     assert joined([chunk(whole)]) == calls
+
+
+EVENTS = st.lists(
+    st.tuples(st.just("text"), st.text(min_size=1, max_size=5))
+    | st.tuples(st.just("malformed"), st.just(""))
+    | st.tuples(st.sampled_from(["error chunk", "error field"]), st.text(max_size=5)),
+    max_size=8,
+)
+
+
+@given(events=EVENTS)
+def test_the_first_failure_or_malformed_chunk_is_the_streams_last_state(
+    events: list[tuple[str, str]],
+) -> None:
+    partial = _Partial()
+    expected: _Failed | _Malformed | _Streaming = _Streaming()
+    shown: list[str] = []
+    for kind, text in events:
+        going = expected == _Streaming()
+        if kind == "text":
+            delta = partial.add(json.dumps({"choices": [{"delta": {"content": text}}]}).encode())
+            assert delta == ([text] if going else [])
+            shown += delta
+        elif kind == "malformed":
+            assert partial.add(b'{"choices": [') == []
+            if going:
+                assert isinstance(partial.state, _Malformed)
+                expected = partial.state
+        elif kind == "error chunk":
+            assert partial.add(json.dumps({"error": {"message": text}}).encode()) == []
+            expected = _Failed(_words(text)) if going else expected
+        else:  # an SSE `error:` field
+            partial.fail(text)
+            expected = _Failed(_words(text)) if going else expected
+        assert partial.state == expected
+    assert partial.content == shown

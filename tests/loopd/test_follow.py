@@ -9,17 +9,28 @@ turn's as they come, a finished one's rebuilt from the session's records) and it
 from __future__ import annotations
 
 import json
-import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 from loopd_harness import Harness, open_session, start_harness
 from scripted_model import Step, serve_scripted_model
 
 import proto
 from loopd._outbox import joined
-from proto import AssistantText, Error, Label, Say, ToolCalled, ToolResult, TurnDone, TurnFollow
+from proto import (
+    AssistantText,
+    Error,
+    Label,
+    Peer,
+    Say,
+    ToolCalled,
+    ToolResult,
+    TurnDone,
+    TurnFollow,
+)
 
 CAP_S = 20
 
@@ -42,10 +53,11 @@ async def test_a_kept_turn_finishes_without_its_client_and_is_found_by_its_ref(
 ) -> None:
     token = trio.lowlevel.current_trio_token()
     writing = trio.Event()
+    left = trio.Event()
 
     def respond(request: dict[str, object]) -> Step:  # in the model server's thread
         trio.from_thread.run_sync(writing.set, trio_token=token)
-        time.sleep(1.0)
+        trio.from_thread.run(left.wait, trio_token=token)  # it answers after the client left
         return Step(text="Kept.")
 
     with serve_scripted_model() as model, trio.fail_after(CAP_S):
@@ -53,10 +65,22 @@ async def test_a_kept_turn_finishes_without_its_client_and_is_found_by_its_ref(
         h = await start_harness(nursery, short_dir, model.url)
         session = (await open_session(h.chat)).session
         said = Say(session=session, text="hello", ref="mm:aaaa", keep_going=True)
-        async with h.chat.open_call(said):
+        # The exchange by hand (as `h.chat.open_call`), to hang up while the model writes.
+        client, server = trio.testing.memory_stream_pair()
+        serve = partial(
+            proto.serve_stream,
+            proto.OWNER_LOOP,
+            h.loopd.handle_chat,
+            server,
+            peer=Peer.this_process(),
+        )
+        async with trio.open_nursery() as handler:
+            handler.start_soon(serve)
+            await proto.write_frame(client, said)
             await writing.wait()
-        # the client left; the turn goes on to its end
-        # (leaving the exchange waited for the handler: the kept turn has ended)
+            await client.aclose()  # the client left; the turn goes on to its end
+            left.set()
+        # (the handler has returned: the kept turn has ended)
         assert records(h, session)[0]["ref"] == "mm:aaaa"
         frames = await collect(h, TurnFollow(session=session, ref="mm:aaaa"))
     assert frames == [AssistantText(text="Kept."), TurnDone(text="Kept.")]

@@ -5,7 +5,8 @@ appends (issue 16): the records, the label, the calls still unanswered, the ids 
 the token estimate and the request's messages encoded once each. These tests drive any
 sequence of appends, foreign writes (whole lines, torn lines: a crash, another writer),
 restarts and repaired sessions, and compare the kept session with a fresh load after
-each step; and the incrementally encoded messages with the messages built from scratch.
+each step; and the incrementally encoded messages with the messages built from scratch by
+the pairing rule written as a walk over the whole log (the oracle below).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import errno
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import proto
-from loopd._history import Conversation, messages, unanswered
+from loopd._history import History, message
 from loopd._sessions import Session, SessionStore
 from proto import (
     AssistantRecord,
@@ -46,6 +48,61 @@ BASELINE = Baseline(
     tools=[{"type": "function", "function": {"name": "recall"}}],
 )
 HEAD = b'{"model":"m","messages":'
+
+
+# -- the oracle: the pairing rule as a walk over the whole log (`_history`'s docstring) --
+
+
+def _answers(records: Sequence[SessionRecord]) -> dict[tuple[int, int], int]:
+    """(assistant record, call position) -> the index of the result that answers it."""
+    waiting: dict[str, list[tuple[int, int]]] = {}
+    answered: dict[tuple[int, int], int] = {}
+    for i, record in enumerate(records):
+        if isinstance(record, AssistantRecord):
+            for position, call in enumerate(record.tool_calls):
+                waiting.setdefault(call.id, []).append((i, position))
+        elif isinstance(record, ToolResultRecord):
+            calls = waiting.get(record.call_id)
+            if calls:
+                answered[calls.pop()] = i  # the nearest one before it
+    return answered
+
+
+def unanswered(records: Sequence[SessionRecord]) -> list[ToolCall]:
+    """Every tool call that no result answers, in the log's order."""
+    answered = _answers(records)
+    return [
+        call
+        for i, record in enumerate(records)
+        if isinstance(record, AssistantRecord)
+        for position, call in enumerate(record.tool_calls)
+        if (i, position) not in answered
+    ]
+
+
+def pair(records: Sequence[SessionRecord]) -> Iterator[SessionRecord]:
+    """The records, each assistant message's results moved right after it, in call order."""
+    answered = _answers(records)
+    for i, record in enumerate(records):
+        if isinstance(record, ToolResultRecord):
+            continue  # yielded after its call, or answering none
+        yield record
+        if isinstance(record, AssistantRecord):
+            for position in range(len(record.tool_calls)):
+                result = answered.get((i, position))
+                if result is not None:
+                    yield records[result]
+
+
+def messages(
+    system: str, records: Sequence[SessionRecord], *, null_content: bool
+) -> list[dict[str, object]]:
+    """The system prompt and every record as chat messages, in `pair`'s order."""
+    return [
+        {"role": "system", "content": system},
+        *(message(record, null_content=null_content) for record in pair(records)),
+    ]
+
 
 IDS = st.sampled_from(["a", "b", "call_0", "call_1"])
 TEXT = st.text(max_size=12)
@@ -81,18 +138,19 @@ def records(draw: st.DrawFn) -> SessionRecord:
 def test_the_messages_kept_up_one_record_at_a_time_are_the_messages_built_anew(
     log: list[SessionRecord], null_content: bool
 ) -> None:
-    conversation = Conversation("sys", null_content=null_content)
+    history = History("sys", null_content=null_content)
     for n, record in enumerate(log, 1):
-        conversation.add(record)
+        history.add(record)
         so_far = log[:n]
         built = _encoder.encode(messages("sys", so_far, null_content=null_content))
-        assert conversation.body(HEAD) == HEAD + built + b"}"
-        assert conversation.unanswered() == unanswered(so_far)
-        assert conversation.call_ids == {
+        assert history.body(HEAD) == HEAD + built + b"}"
+        assert history.unanswered() == unanswered(so_far)
+        assert list(history.paired()) == list(pair(so_far))
+        assert history.call_ids == {
             c.id for r in so_far if isinstance(r, AssistantRecord) for c in r.tool_calls
         }
-    at_once = Conversation("sys", log, null_content=null_content)
-    assert at_once.body(HEAD) == conversation.body(HEAD)
+    at_once = History("sys", log, null_content=null_content)
+    assert at_once.body(HEAD) == history.body(HEAD)
 
 
 def _estimated(session: Session, extra: int) -> int:
@@ -113,9 +171,9 @@ def _state(session: Session) -> tuple[object, ...]:
         session.records,
         session.label,
         session.unanswered(),
-        session.conversation.call_ids,
+        session.history.call_ids,
         session.estimated_tokens(7),
-        session.conversation.body(HEAD),
+        session.history.body(HEAD),
     )
 
 

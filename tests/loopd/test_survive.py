@@ -14,7 +14,7 @@ from loopd_harness import open_session, say, start_harness
 from scripted_model import ScriptedModel, Step, _refusal, serve_scripted_model
 
 import proto
-from loopd._history import pair, unanswered
+from loopd._history import History
 from loopd._sessions import SessionStore
 from proto import AssistantRecord, ToolCall, ToolResultRecord, TurnDone, UserRecord
 
@@ -67,18 +67,19 @@ def damaged_logs(draw: st.DrawFn) -> list[proto.SessionRecord]:
     return records
 
 
-def messages(records: list[proto.SessionRecord]) -> bytes:
-    """The chat messages loopd builds, as the body a server gets."""
-    out: list[dict[str, object]] = []
-    for record in pair(records):
-        if isinstance(record, UserRecord):
-            out.append({"role": "user", "content": record.content})
-        elif isinstance(record, AssistantRecord):
-            calls = [{"id": c.id, "type": "function"} for c in record.tool_calls]
-            out.append({"role": "assistant", "content": "", "tool_calls": calls})
-        else:
-            out.append({"role": "tool", "tool_call_id": record.call_id, "content": "r"})
-    return json.dumps({"messages": out}).encode()
+def pair(records: list[proto.SessionRecord]) -> list[proto.SessionRecord]:
+    """The records in the order loopd sends them."""
+    return list(History("sys", records, null_content=False).paired())
+
+
+def unanswered(records: list[proto.SessionRecord]) -> list[ToolCall]:
+    """The calls loopd records a result for before it asks the model again."""
+    return History("sys", records, null_content=False).unanswered()
+
+
+def body(records: list[proto.SessionRecord]) -> bytes:
+    """The request body loopd sends for these records (options left out)."""
+    return History("sys", records, null_content=False).body(b'{"messages":')
 
 
 @settings(max_examples=300, deadline=None)
@@ -86,9 +87,9 @@ def messages(records: list[proto.SessionRecord]) -> bytes:
 def test_a_log_written_without_interruption_is_sent_as_it_is(
     records: list[proto.SessionRecord],
 ) -> None:
-    assert list(pair(records)) == records
+    assert pair(records) == records
     assert unanswered(records) == []
-    assert _refusal(ScriptedModel(), messages(records)) is None
+    assert _refusal(ScriptedModel(), body(records)) is None
 
 
 @settings(max_examples=300, deadline=None)
@@ -98,7 +99,7 @@ def test_any_log_once_its_calls_are_answered_is_what_a_strict_server_accepts(
 ) -> None:
     answered = [*records, *(result(call.id) for call in unanswered(records))]
     assert unanswered(answered) == []
-    assert _refusal(ScriptedModel(), messages(answered)) is None
+    assert _refusal(ScriptedModel(), body(answered)) is None
     # and answering is all it takes: a prefix that was accepted stays a prefix
     kept = [r for r in pair(answered) if not isinstance(r, ToolResultRecord)]
     assert kept == [r for r in answered if not isinstance(r, ToolResultRecord)]

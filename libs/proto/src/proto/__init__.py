@@ -49,6 +49,15 @@ from ._configs import MattermostId as MattermostId
 from ._configs import MemorydConfig as MemorydConfig
 from ._configs import PositiveCount as PositiveCount
 from ._configs import PositiveSeconds as PositiveSeconds
+from ._core_calls import BadArgs as BadArgs
+from ._core_calls import Brokered as Brokered
+from ._core_calls import CallTool as CallTool
+from ._core_calls import Clock as Clock
+from ._core_calls import CoreCall as CoreCall
+from ._core_calls import FindTool as FindTool
+from ._core_calls import NoSuchLocalTool as NoSuchLocalTool
+from ._core_calls import NoSuchTool as NoSuchTool
+from ._core_calls import parse_core_call as parse_core_call
 from ._durable import append_line as append_line
 from ._durable import dir_mode as dir_mode
 from ._durable import file_mode as file_mode

@@ -18,7 +18,6 @@ from proto import (
     AssistantText,
     Connection,
     Message,
-    Status,
     ToolCall,
     ToolCalled,
     ToolResult,
@@ -29,6 +28,7 @@ from proto import (
 )
 
 from ._outbox import joined
+from ._outcome import recorded_status
 
 __all__ = ["TURN_INTERRUPTED", "RunningTurn", "recorded_turn"]
 
@@ -125,7 +125,7 @@ def recorded_turn(records: list[proto.SessionRecord], ref: str) -> tuple[list[Tu
                 events.append(
                     ToolResult(
                         call=call,
-                        status=_status(record.content),
+                        status=recorded_status(record.content),
                         content=record.content,
                         label=record.label,
                     )
@@ -133,12 +133,3 @@ def recorded_turn(records: list[proto.SessionRecord], ref: str) -> tuple[list[Tu
     if answer is None:
         return events, proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
     return events, TurnDone(text=answer)
-
-
-def _status(content: str) -> Status:
-    """A recorded result's status: the turn writes `error: …` and `denied: …` (`_turn.py`)."""
-    if content.startswith("error: "):
-        return "error"
-    if content.startswith("denied: "):
-        return "denied"
-    return "ok"

@@ -14,7 +14,7 @@ import re
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, assert_never, cast
 
 import httpx
 import msgspec
@@ -378,28 +378,30 @@ class ModelClient:
                         if error:
                             partial.fail(_error_field(data))
                         elif data.strip() == b"[DONE]":
-                            partial.done = True
+                            partial.ended = True
                         elif data:
                             texts += partial.add(data)
                     if texts:
                         await on_text("".join(texts))
-        if partial.failed is not None:
-            if _CONTEXT_REFUSAL.search(partial.failed):
-                raise ContextExceeded(f"the model server's context is full: {partial.failed}")
-            raise ModelError(
-                f"the model server failed during its answer: {partial.failed}"
-                + (" (the text shown so far is not kept)" if partial.content else "")
-            )
-        if partial.malformed is not None:
-            raise ModelError(
-                f"the model server sent a malformed stream chunk: {_words(partial.malformed)}"
-            )
-        if partial.chunks == 0:
-            raise ModelError(_EMPTY_STREAM)
-        if not partial.finished and not partial.done:
-            # Ollama's runner dying mid-answer: one empty chunk, then the stream closes.
-            raise ModelError(_CUT_OFF.format(kept=_NOT_KEPT if partial.content else ""))
-        return partial.reply()
+        match partial.state:
+            case _Failed(words=words):
+                if _CONTEXT_REFUSAL.search(words):
+                    raise ContextExceeded(f"the model server's context is full: {words}")
+                raise ModelError(
+                    f"the model server failed during its answer: {words}"
+                    + (" (the text shown so far is not kept)" if partial.content else "")
+                )
+            case _Malformed(why=why):
+                raise ModelError(f"the model server sent a malformed stream chunk: {_words(why)}")
+            case _Streaming():
+                if partial.chunks == 0:
+                    raise ModelError(_EMPTY_STREAM)
+                if not partial.ended:
+                    # Ollama's runner dying mid-answer: one empty chunk, then the stream closes.
+                    raise ModelError(_CUT_OFF.format(kept=_NOT_KEPT if partial.content else ""))
+                return partial.reply()
+            case unexpected:
+                assert_never(unexpected)
 
 
 def _body(
@@ -447,39 +449,75 @@ async def _whole_answer(body: bytes, content_type: str, on_text: OnText) -> Mode
 
 
 @dataclass
+class _MadeCall:
+    """A tool call as the model made it: its id (if it gave one), name and arguments."""
+
+    id: str | None
+    name: str
+    arguments: str
+
+
+def _tool_calls(made: list[_MadeCall]) -> list[ToolCall]:
+    """The calls as loopd passes them on: each with an id it can use (`_call_ids`)."""
+    ids = _call_ids([call.id for call in made])
+    return [
+        ToolCall(id=call_id, name=call.name, arguments=call.arguments)
+        for call_id, call in zip(ids, made, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class _Streaming:
+    """Every chunk so far decoded, and none reported an error."""
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A chunk reported an error: the server's words, clipped. Later chunks are ignored."""
+
+    words: str
+
+
+@dataclass(frozen=True)
+class _Malformed:
+    """A chunk did not decode: why. Later chunks are ignored."""
+
+    why: str
+
+
+_StreamState = _Streaming | _Failed | _Malformed
+"""How a stream is going: the first failure or malformed chunk is the last state."""
+
+
+@dataclass
 class _Partial:
     """A streamed answer so far: the deltas of every chunk, joined."""
 
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
-    calls: list[dict[str, str]] = field(default_factory=list)
-    """Each call's id, name and arguments so far, in the order they started."""
+    calls: list[_MadeCall] = field(default_factory=list)
+    """Each call so far, in the order they started."""
     by_index: dict[int, int] = field(default_factory=dict)
     """Where in `calls` the call a delta's index (or its position) continues is."""
     total: int | None = None
     chunks: int = 0
-    finished: bool = False
-    """A choice said why it ended (`finish_reason`): the answer is whole."""
-    done: bool = False
-    """`data: [DONE]` arrived."""
-    malformed: str | None = None
-    """Why the first chunk that did not decode failed; every later chunk is ignored."""
-    failed: str | None = None
-    """The server's words in the first chunk that reported an error; later ones ignored."""
+    state: _StreamState = _Streaming()
+    ended: bool = False
+    """The answer is whole: a choice said why it ended (`finish_reason`), or `[DONE]` came."""
 
     def fail(self, words: str) -> None:
         """The server reported an error (the first one counts)."""
-        if self.malformed is None and self.failed is None:
-            self.failed = _words(words)
+        if isinstance(self.state, _Streaming):
+            self.state = _Failed(_words(words))
 
     def add(self, data: bytes) -> list[str]:
         """Take one chunk's JSON; return its text deltas, to pass on as they arrive."""
-        if self.malformed is not None or self.failed is not None:
+        if not isinstance(self.state, _Streaming):
             return []
         try:
             chunk = _completion.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            self.malformed = str(exc)
+            self.state = _Malformed(str(exc))
             return []
         if (failure := chunk.failure()) is not None:
             self.fail(failure)
@@ -488,7 +526,7 @@ class _Partial:
         self.total = _total(chunk.usage) or self.total
         texts: list[str] = []
         for choice in chunk.choices:
-            self.finished = self.finished or bool(choice.finish_reason)
+            self.ended = self.ended or bool(choice.finish_reason)
             delta = choice.delta or choice.message
             if delta is None:
                 continue
@@ -499,13 +537,13 @@ class _Partial:
                 self.reasoning.append(thinking)
             for position, call in enumerate(delta.tool_calls or ()):
                 slot = self._slot(call, position)
-                slot["id"] = call.id or slot["id"]
+                slot.id = call.id or slot.id
                 if call.function is not None:
-                    slot["name"] += call.function.name or ""
-                    slot["arguments"] += _arguments(call.function.arguments)
+                    slot.name += call.function.name or ""
+                    slot.arguments += _arguments(call.function.arguments)
         return texts
 
-    def _slot(self, call: _ToolCall, position: int) -> dict[str, str]:
+    def _slot(self, call: _ToolCall, position: int) -> _MadeCall:
         """The call a tool-call delta continues, or a new one.
 
         By the server's `index`; without one, by the delta's position in its list. But a
@@ -516,26 +554,20 @@ class _Partial:
         key = call.index if call.index is not None else position
         at = self.by_index.get(key)
         if at is not None and call.index is None and call.id:
-            known = self.calls[at]["id"]
+            known = self.calls[at].id
             if known and known != call.id:
                 at = None
         if at is None:
             at = self.by_index[key] = len(self.calls)
-            self.calls.append({"id": "", "name": "", "arguments": ""})
+            self.calls.append(_MadeCall(id=None, name="", arguments=""))
         return self.calls[at]
 
     def reply(self) -> ModelReply:
         """The assistant message the chunks made."""
-        slots = self.calls
-        ids = _call_ids([slot["id"] for slot in slots])
-        tool_calls = [
-            ToolCall(id=call_id, name=slot["name"], arguments=slot["arguments"])
-            for call_id, slot in zip(ids, slots, strict=True)
-        ]
         return ModelReply(
             content="".join(self.content) or None,
             reasoning="".join(self.reasoning) or None,
-            tool_calls=tool_calls,
+            tool_calls=_tool_calls(self.calls),
             total_tokens=self.total,
         )
 
@@ -582,18 +614,17 @@ def _parse(raw: bytes) -> ModelReply:
     if not completion.choices or completion.choices[0].message is None:
         raise ModelError("the model server returned no choices")
     message = completion.choices[0].message
-    calls = message.tool_calls or []
-    tool_calls = [
-        ToolCall(
-            id=call_id,
+    made = [
+        _MadeCall(
+            id=call.id,
             name=(call.function.name if call.function else None) or "",
             arguments=_arguments(call.function.arguments if call.function else None),
         )
-        for call_id, call in zip(_call_ids([call.id for call in calls]), calls, strict=True)
+        for call in message.tool_calls or []
     ]
     return ModelReply(
         content=message.content or None,
         reasoning=message.thinking() or None,
-        tool_calls=tool_calls,
+        tool_calls=_tool_calls(made),
         total_tokens=_total(completion.usage),
     )

@@ -39,7 +39,7 @@ from proto import (
     ToolResultRecord,
 )
 
-from ._history import Conversation
+from ._history import History
 
 __all__ = ["CHARS_PER_TOKEN", "KEPT_SESSIONS", "Session", "SessionStore", "new_session_id"]
 
@@ -92,7 +92,7 @@ class Session:
         self.baseline = baseline
         self.label = label
         """The session's taint: proto's rule over every line of its log so far."""
-        self.conversation = Conversation(baseline.system, records or (), null_content=null_content)
+        self.history = History(baseline.system, records or (), null_content=null_content)
         self.files = files
         """The baseline and the log as this session last saw them; None: not known."""
         self._torn = torn
@@ -110,7 +110,7 @@ class Session:
     @property
     def records(self) -> list[SessionRecord]:
         """Every whole record of the log, in order."""
-        return self.conversation.records
+        return self.history.records
 
     @property
     def log_path(self) -> Path:
@@ -128,7 +128,7 @@ class Session:
 
     def unanswered(self) -> list[ToolCall]:
         """Every tool call of the log that no result answers, in order."""
-        return self.conversation.unanswered()
+        return self.history.unanswered()
 
     def estimated_tokens(self, extra_chars: int = 0) -> int:
         """The server's last count plus an estimate for what came after it (and `extra_chars`)."""
@@ -176,7 +176,7 @@ class Session:
         self._keep(record, len(_encoder.encode(record)))  # a whole record, its newline cut
 
     def _keep(self, record: SessionRecord, size: int) -> None:
-        self.conversation.add(record)
+        self.history.add(record)
         if isinstance(record, ToolResultRecord):
             self.label = self.label.join(record.label)
         if isinstance(record, AssistantRecord) and record.tokens is not None:

@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 import msgspec
 import trio
@@ -23,9 +24,6 @@ from proto import (
     ApprovalPending,
     AssistantRecord,
     AssistantText,
-    Class,
-    Label,
-    Status,
     ToolCall,
     ToolCalled,
     ToolRequest,
@@ -38,6 +36,7 @@ from proto import (
 
 from ._config import ModelSection
 from ._model import ContextExceeded, ModelClient, ModelError
+from ._outcome import ToolOutcome
 from ._sessions import Session
 from ._tools import CORE_TOOL_NAMES, REGISTRY, find_tools
 
@@ -47,7 +46,6 @@ log = logging.getLogger("loopd.turn")
 
 Emit = Callable[[TurnEvent], Awaitable[None]]
 _encoder = msgspec.json.Encoder()
-_LOCAL = Label(class_=Class.public, untrusted=False)
 SESSION_UPDATED_DEADLINE_S = 5.0
 
 
@@ -113,14 +111,7 @@ async def answer_unanswered(session: Session, ctx: TurnContext) -> int:
 
 
 def _interrupted(call: ToolCall, fate: str) -> ToolResultRecord:
-    return ToolResultRecord(
-        time=proto.utc_stamp(),
-        call_id=call.id,
-        name=call.name,
-        content=f"error: {INTERRUPTED.format(fate=fate)}",
-        class_=_LOCAL.class_,
-        untrusted=_LOCAL.untrusted,
-    )
+    return _error(INTERRUPTED.format(fate=fate)).record(call)
 
 
 async def call_fate(broker_socket: Path, session: str, call_id: str) -> str:
@@ -182,7 +173,7 @@ async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
 
     for _ in range(ctx.settings.max_steps):
         _check_room(session, ctx)
-        body = session.conversation.body(ctx.model.head(session.baseline.tools))
+        body = session.history.body(ctx.model.head(session.baseline.tools))
         try:
             reply = await ctx.model.send(body, on_text)
         except ContextExceeded as exc:
@@ -208,19 +199,16 @@ async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
             return reply.content or ""
         for call in calls:
             await emit(ToolCalled(call=call))
-            status, content, label = await _run_tool(session, call, ctx, emit)
-            await _append(
-                session,
-                ToolResultRecord(
-                    time=proto.utc_stamp(),
-                    call_id=call.id,
-                    name=call.name,
-                    content=content,
-                    class_=label.class_,
-                    untrusted=label.untrusted,
-                ),
+            outcome = await _run_tool(session, call, ctx, emit)
+            await _append(session, outcome.record(call))
+            await emit(
+                ToolResult(
+                    call=call,
+                    status=outcome.status,
+                    content=outcome.content,
+                    label=outcome.label,
+                )
             )
-            await emit(ToolResult(call=call, status=status, content=content, label=label))
     raise TurnError(
         "turn-too-long",
         f"the model made {ctx.settings.max_steps} calls in this turn without answering; "
@@ -234,7 +222,7 @@ def _new_ids(session: Session, calls: list[ToolCall]) -> list[ToolCall]:
     Models reuse ids such as `call_0` from turn to turn; in a session an id names one call,
     so brokerd's audit can say what became of it (`call_state`) after a crash.
     """
-    used = session.conversation.call_ids
+    used = session.history.call_ids
     fresh: list[ToolCall] = []
     for call in calls:
         if call.id in used or any(call.id == other.id for other in fresh):
@@ -259,43 +247,33 @@ async def _notify_memoryd(memory_socket: Path, session: str) -> None:
         )
 
 
-ToolOutcome = tuple[Status, str, Label]
-
-
 def _error(message: str) -> ToolOutcome:
-    return "error", f"error: {message}", _LOCAL
+    return ToolOutcome("error", message)
 
 
 async def _run_tool(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit) -> ToolOutcome:
-    if call.name == "clock":
-        now = proto.utc_now()
-        return "ok", f"{proto.utc_stamp(now)} ({now:%A})", _LOCAL
-    if call.name == "find_tool":
-        try:
-            found_args: proto.FindToolArgs = proto.TOOLS["find_tool"].parse(call.arguments or "{}")
-        except proto.ToolArgsError as exc:
-            return _error(str(exc))
-        query = found_args.query
-        found = [t["function"] for t in find_tools(query)]
-        if not found:
-            names = ", ".join(REGISTRY)
-            return "ok", f"no tool matches {query!r}; the tools are: {names}", _LOCAL
-        return "ok", _encoder.encode(found).decode(), _LOCAL
-    if call.name in ("recall", "memory"):
-        return await _broker(session, call, ctx, emit)
-    if call.name == "call_tool":
-        try:
-            wrapped: proto.CallToolArgs = proto.TOOLS["call_tool"].parse(call.arguments or "{}")
-        except proto.ToolArgsError as exc:
-            return _error(str(exc))
-        if wrapped.name not in REGISTRY:
+    match proto.parse_core_call(call):
+        case proto.Clock():
+            now = proto.utc_now()
+            return ToolOutcome("ok", f"{proto.utc_stamp(now)} ({now:%A})")
+        case proto.FindTool(args=args):
+            found = [t["function"] for t in find_tools(args.query)]
+            if not found:
+                names = ", ".join(REGISTRY)
+                return ToolOutcome("ok", f"no tool matches {args.query!r}; the tools are: {names}")
+            return ToolOutcome("ok", _encoder.encode(found).decode())
+        case proto.Brokered(call=brokered) | proto.CallTool(call=brokered):
+            return await _broker(session, brokered, ctx, emit)
+        case proto.NoSuchLocalTool(name=name):
             known = ", ".join(REGISTRY)
-            return _error(f"no tool named {wrapped.name!r}; use find_tool (the tools are: {known})")
-        arguments = _encoder.encode(wrapped.arguments).decode()
-        inner = ToolCall(id=call.id, name=wrapped.name, arguments=arguments)
-        return await _broker(session, inner, ctx, emit)
-    known = ", ".join(CORE_TOOL_NAMES)
-    return _error(f"there is no tool named {call.name!r}; the tools are {known}")
+            return _error(f"no tool named {name!r}; use find_tool (the tools are: {known})")
+        case proto.NoSuchTool(name=name):
+            known = ", ".join(CORE_TOOL_NAMES)
+            return _error(f"there is no tool named {name!r}; the tools are {known}")
+        case proto.BadArgs(message=message):
+            return _error(message)
+        case unexpected:
+            assert_never(unexpected)
 
 
 async def _broker(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit) -> ToolOutcome:
@@ -327,7 +305,7 @@ async def _ask_broker(
             outcome = await _converse(socket, request, emit, asked)
             watching.cancel_scope.cancel()
     if outcome is None:
-        return "denied", f"denied: {NOT_DECIDED}", _LOCAL
+        return ToolOutcome("denied", NOT_DECIDED)
     return outcome
 
 
@@ -353,12 +331,7 @@ async def _converse(
                         asked.set()
                         await emit(frame)
                     case ToolResponse() as frame:
-                        content = (
-                            frame.content
-                            if frame.status == "ok"
-                            else (f"{frame.status}: {frame.content}")
-                        )
-                        return frame.status, content, frame.label
+                        return ToolOutcome(frame.status, frame.content, frame.label)
                     case proto.Error() as frame:
                         return _error(f"brokerd refused the call: {frame.message}")
                     case frame:
