@@ -3,7 +3,7 @@
 The server side runs `proto.serve_stream`, exactly what `serve_unix` runs for each
 accepted socket, so the read deadline, the socket's allow-list and the error policy are
 the real ones; only the socket (its path, its peer credentials) is left out. The client
-side mirrors `proto.open_call` and `proto.call`: the same `proto.Call` conversation, the
+side mirrors `proto.open_call` and `proto.call`: the same `proto.Conversation`, the
 same `RemoteError` for an `error` frame.
 """
 
@@ -34,7 +34,7 @@ async def open_exchange(
     peer: Peer | None = None,
     read_timeout_s: float = 10.0,
     max_frame_bytes: int = proto.MAX_FRAME,
-) -> AsyncIterator[proto.Call]:
+) -> AsyncIterator[proto.Conversation]:
     """Send `request` (a message, or raw bytes as they are) to `handler` behind `spec`.
 
     Yields the conversation for the frames it answers. Leaving the block hangs up, as a
@@ -51,15 +51,15 @@ async def open_exchange(
         read_timeout_s=read_timeout_s,
         max_frame_bytes=max_frame_bytes,
     )
+    exchange = proto.Exchange(Path("memory-stream"), max_frame_bytes=max_frame_bytes)
+    frame = request if isinstance(request, bytes) else exchange.request(request)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(serve)
         try:
             async with client:
-                if isinstance(request, bytes):
-                    await client.send_all(request)
-                else:
-                    await proto.write_frame(client, request, max_frame_bytes=max_frame_bytes)
-                yield proto.Call(Path("memory-stream"), client, max_frame_bytes)
+                await client.send_all(frame)
+                exchange.sent()
+                yield proto.Conversation(exchange, client)
         except BaseException:
             nursery.cancel_scope.cancel()  # a failed test does not wait for the handler
             raise

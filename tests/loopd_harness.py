@@ -120,7 +120,7 @@ class Chat:
 
     loopd: Loopd
 
-    def open_call(self, request: Message) -> AbstractAsyncContextManager[proto.Call]:
+    def open_call(self, request: Message) -> AbstractAsyncContextManager[proto.Conversation]:
         return inmemory.open_exchange(proto.OWNER_LOOP, self.loopd.handle_chat, request)
 
     async def call(self, request: Message, expect: type[M]) -> M:

@@ -82,7 +82,7 @@ class Broker:
         self.shutdown = shutdown
         self.sockets = sockets
 
-    def open_loop(self, req: ToolRequest) -> AbstractAsyncContextManager[proto.Call]:
+    def open_loop(self, req: ToolRequest) -> AbstractAsyncContextManager[proto.Conversation]:
         """Send `req` as loopd does; the conversation yields brokerd's frames."""
         if self.sockets:
             return proto.open_call(self.settings.loop_socket, req)

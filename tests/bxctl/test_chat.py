@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import queue
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -17,12 +18,13 @@ import pytest
 import trio
 import trio.testing
 from bxctl_run import Handler, serve
-from scripted_model import serve_scripted_model
+from scripted_model import Step, serve_scripted_model
+from stack import running_stack
 
 import proto
 from bxctl import app
 from bxctl._chat import decision, resume_hint
-from bxctl._common import CommandError
+from bxctl._common import CommandError, failure_sentence
 from proto import (
     ApprovalDecide,
     ApprovalPending,
@@ -31,6 +33,7 @@ from proto import (
     Message,
     Ok,
     PendingApproval,
+    Say,
     SessionOpened,
     TurnDone,
 )
@@ -394,3 +397,92 @@ async def test_a_model_unreachable_from_a_server_that_answers_now_adds_no_note(
     out = capsys.readouterr().out
     assert "error: the model server failed" in out
     assert "note:" not in out
+
+
+# -- a message over a frame's limit: the client's own error, before anything is sent -------
+
+BIG = 5 * 1024 * 1024  # a 5 MiB message: what a pasted log or file can be
+
+
+def too_long(text: str, session: str = SESSION) -> str:
+    """What the chat says of a `text` too long to send in `session`."""
+    said = Say(session=session, text=text)
+    size = len(proto.encode_frame(said, max_frame_bytes=2 * BIG)) - proto.HEADER_BYTES
+    return (
+        f"error: the message is too long to send: {size:,} bytes; a message can be at most "
+        "about 1 MiB\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("failure", "says"),
+    [
+        (
+            proto.RequestTooLarge(Path("/s"), "say", 5_242_901, proto.MAX_FRAME),
+            "the message is too long to send: 5,242,901 bytes; a message can be at most about "
+            "1 MiB",
+        ),
+        (
+            proto.RequestTooLarge(Path("/s"), "memory_add", 2_000_000, proto.MAX_FRAME),
+            "the request to loopd is too long to send: 2,000,000 bytes; a request can be at "
+            "most about 1 MiB",
+        ),
+        (
+            proto.BadRequest("the 'say' request cannot be sent to /s: not Unicode"),
+            "the request to loopd cannot be sent: the 'say' request cannot be sent to /s: not "
+            "Unicode",
+        ),
+    ],
+)
+def test_our_own_request_that_cannot_be_sent_is_said_as_ours(
+    failure: proto.CallFailed, says: str
+) -> None:
+    sentence = failure_sentence("loopd", Path("/s"), failure)
+    assert sentence == says
+    assert "stopped" not in sentence
+    assert "cannot be read" not in sentence
+
+
+async def test_a_message_over_a_frames_limit_is_not_sent_and_the_chat_goes_on(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    said: list[str] = []
+
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        if answer := opening(request):
+            return answer
+        assert isinstance(request, proto.Say)
+        said.append(request.text)
+        return TurnDone(text="ok")
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    big = "x" * BIG
+    assert await run("chat", "-m", big, "--home", str(short_dir)) == 1
+    assert capsys.readouterr().out.endswith(too_long(big))
+    monkeypatch.setattr(sys, "stdin", piped(f"{big}\nstill there?\n".encode()))
+    assert await run("chat", "--home", str(short_dir)) == 0
+    out = capsys.readouterr().out
+    assert too_long(big) in out
+    assert said == ["still there?"]  # the long one reached no loopd, the next one did
+
+
+@pytest.mark.slow
+async def test_chat_m_over_a_frames_limit_against_a_live_loopd_leaves_the_session_usable(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running_stack(short_dir, Step(text="Still here.")) as stack:
+        home = str(stack.home)
+        big = "y" * BIG
+        assert await run("chat", "-m", big, "--home", home) == 1
+        captured = capsys.readouterr()
+        (session,) = re.findall(r"new session (chat-[a-z0-9]+)", captured.err)
+        assert captured.out.endswith(too_long(big, session))
+        assert await run("chat", "--session", session, "-m", "are you there?", "--home", home) == 0
+        assert "Still here." in capsys.readouterr().out
+        log = (stack.home / "sessions" / session / proto.LOG_FILE).read_text()
+        assert "are you there?" in log
+        assert "yyyy" not in log
+        assert "ERROR" not in stack.log("loopd")

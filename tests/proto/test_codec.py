@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import typing
 from typing import Any
@@ -269,6 +270,74 @@ async def test_frames_are_read_one_at_a_time_from_a_chunked_stream(
     assert await read_frame(stream) == second
     with pytest.raises(PeerClosed):
         await read_frame(stream)
+
+
+def _read_all(chunks: list[bytes], *, max_frame_bytes: int) -> list[Message | str]:
+    """The frames a `FrameReader` gives for `chunks` and then the end, and how it stopped."""
+    reader = proto.FrameReader(max_frame_bytes=max_frame_bytes)
+    got: list[Message | str] = []
+    for chunk in [*chunks, b""]:
+        reader.receive(chunk)
+        try:
+            while (message := reader.next_frame()) is not None:
+                got.append(message)
+        except (ProtocolError, PeerClosed) as exc:
+            got.append(f"{type(exc).__name__}: {exc}")
+            return got
+    raise AssertionError("the end of the stream always ends the reading")
+
+
+async def _read_frames(data: bytes, *, max_frame_bytes: int) -> list[Message | str]:
+    """`read_frame` again and again over `data`, each read asking for what it needs."""
+    stream = FedStream(data)
+    got: list[Message | str] = []
+    while True:
+        try:
+            got.append(await read_frame(stream, max_frame_bytes=max_frame_bytes))
+        except (ProtocolError, PeerClosed) as exc:
+            got.append(f"{type(exc).__name__}: {exc}")
+            return got
+
+
+@settings(max_examples=200)
+@given(
+    data=st.lists(
+        st.one_of(
+            strategy_for(ToolResult).map(encode_frame),
+            st.just(encode_frame(Ok())),
+            st.binary(max_size=12),
+            st.binary(max_size=12).map(lambda body: len(body).to_bytes(HEADER_BYTES, "big") + body),
+        ),
+        max_size=4,
+    ).map(b"".join),
+    cuts=st.lists(st.integers(0, 400), max_size=6),
+    max_frame_bytes=st.sampled_from([16, 200, MAX_FRAME]),
+)
+async def test_a_frame_reader_reads_the_same_however_the_bytes_come(
+    data: bytes, cuts: list[int], max_frame_bytes: int
+) -> None:
+    # the reference reads exactly a header, then exactly its body; here any piece comes
+    points = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    chunks = [data[a:b] for a, b in itertools.pairwise(points)]
+    read = await _read_frames(data, max_frame_bytes=max_frame_bytes)
+    assert _read_all(chunks, max_frame_bytes=max_frame_bytes) == read
+    event(read[-1].split(":")[0] if isinstance(read[-1], str) else "?")
+
+
+def test_a_frame_reader_asks_for_the_header_then_the_body_and_no_more() -> None:
+    reader = proto.FrameReader()
+    data = encode_frame(Ok()) + encode_frame(Ok())
+    assert reader.wanted() == HEADER_BYTES
+    reader.receive(data[:2])
+    assert reader.next_frame() is None
+    assert reader.wanted() == HEADER_BYTES - 2
+    reader.receive(data[2:HEADER_BYTES])
+    assert reader.next_frame() is None
+    body = len(encode_frame(Ok())) - HEADER_BYTES
+    assert reader.wanted() == body
+    reader.receive(data[HEADER_BYTES : HEADER_BYTES + body])
+    assert reader.next_frame() == Ok()
+    assert reader.wanted() == HEADER_BYTES  # the next frame's header
 
 
 async def test_closed_memory_stream_after_a_frame_is_peer_closed() -> None:

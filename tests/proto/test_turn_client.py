@@ -175,11 +175,14 @@ async def test_leaving_the_block_early_closes_the_connection(
     nursery: trio.Nursery, short_dir: Path
 ) -> None:
     path = short_dir / "chat.sock"
+    left_the_loop = trio.Event()
     hung_up = trio.Event()
 
     async def loopd(stream: trio.SocketStream) -> None:
         await proto.read_frame(stream)
         await proto.write_frame(stream, EVENTS[0])
+        await left_the_loop.wait()
+        await proto.write_frame(stream, EVENTS[1])  # reaches a client still connected only
         while await stream.receive_some(100):
             pass
         hung_up.set()  # EOF: loopd would now cancel the turn
@@ -190,8 +193,10 @@ async def test_leaving_the_block_early_closes_the_connection(
             async for item in turn:
                 assert item == EVENTS[0]
                 break
-            await trio.sleep(0.05)
-            assert not hung_up.is_set()  # still open while the block runs
+            left_the_loop.set()
+            # still open while the block runs: what loopd sends after the break arrives
+            assert await turn.__anext__() == EVENTS[1]
+            assert not hung_up.is_set()
         await hung_up.wait()
 
 

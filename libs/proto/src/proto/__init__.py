@@ -10,14 +10,17 @@ from typing import TYPE_CHECKING
 from ._backoff import Backoff as Backoff
 from ._blocking import call_blocking as call_blocking
 from ._calls import BadReply as BadReply
+from ._calls import BadRequest as BadRequest
 from ._calls import CallBroken as CallBroken
 from ._calls import CallFailed as CallFailed
 from ._calls import CallTimedOut as CallTimedOut
 from ._calls import NoReply as NoReply
 from ._calls import RemoteError as RemoteError
+from ._calls import RequestTooLarge as RequestTooLarge
 from ._calls import Unreachable as Unreachable
 from ._codec import HEADER_BYTES as HEADER_BYTES
 from ._codec import MAX_FRAME as MAX_FRAME
+from ._codec import FrameReader as FrameReader
 from ._codec import FrameTooLarge as FrameTooLarge
 from ._codec import IncompleteFrame as IncompleteFrame
 from ._codec import PeerClosed as PeerClosed
@@ -63,6 +66,7 @@ from ._durable import dir_mode as dir_mode
 from ._durable import file_mode as file_mode
 from ._durable import fsync_dir as fsync_dir
 from ._durable import write_atomically as write_atomically
+from ._exchange import Exchange as Exchange
 from ._home import DEFAULT_DRAIN_S as DEFAULT_DRAIN_S
 from ._home import DEFAULT_HOME as DEFAULT_HOME
 from ._home import resolve_home as resolve_home
@@ -188,7 +192,7 @@ from ._tools import parse_memory_args as parse_memory_args
 from ._tools import parse_recall_args as parse_recall_args
 
 if TYPE_CHECKING:
-    from ._client import Call as Call
+    from ._client import Conversation as Conversation
     from ._client import call as call
     from ._client import open_call as open_call
     from ._connection import Connection as Connection
@@ -217,7 +221,7 @@ if TYPE_CHECKING:
     from ._turn_client import open_turn as open_turn
 
 _LAZY = {
-    "Call": "_client",
+    "Conversation": "_client",
     "call": "_client",
     "open_call": "_client",
     "TURN_IDLE_S": "_turn_client",

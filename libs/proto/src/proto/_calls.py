@@ -8,6 +8,8 @@ proto.CallFailed` (or one of its kinds, where it acts differently on it) and nev
 
 ```
 CallFailed                 the call did not get its reply
+├─ BadRequest              our own request cannot be sent (nothing was): not Unicode text
+│   └─ RequestTooLarge     our own request is over the frame limit (`.size`, `.limit`)
 ├─ Unreachable             nobody answers on the socket (not running, wrong path)
 ├─ CallBroken              the connection broke during the call (reset, torn frame)
 │   └─ NoReply             the role closed the connection without its reply
@@ -15,36 +17,56 @@ CallFailed                 the call did not get its reply
 ├─ CallTimedOut            no reply (or, in a long call, no frame) within the deadline
 └─ RemoteError             the role answered with an `error` frame (`.code`, `.error`)
 ```
+
+Which failure each thing that can go wrong is, and its sentence, is decided in one place,
+`_exchange`, for both clients.
 """
 
 from __future__ import annotations
 
-import errno
 from pathlib import Path
-from typing import TypeVar
 
-from ._codec import ProtocolError
-from ._messages import Error, Message
+from ._messages import Error
 
 __all__ = [
     "BadReply",
+    "BadRequest",
     "CallBroken",
     "CallFailed",
     "CallTimedOut",
     "NoReply",
     "RemoteError",
+    "RequestTooLarge",
     "Unreachable",
-    "expected",
-    "unreachable",
 ]
-
-M = TypeVar("M", bound=Message)
 
 
 class CallFailed(Exception):
     """A call to a role did not get its reply; `code` says how, the message says why."""
 
     code = "call-failed"
+
+
+class BadRequest(CallFailed):
+    """Our own request cannot be sent, so nothing was: the role was not asked at all."""
+
+    code = "bad-request"
+
+
+class RequestTooLarge(BadRequest):
+    """Our own request is `size` bytes, over the `limit` a frame holds; nothing was sent."""
+
+    code = "request-too-large"
+
+    def __init__(self, path: Path, kind: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"the {kind!r} request is {size:,} bytes, over the {_byte_size(limit)} a frame "
+            f"holds: not sent to {path}"
+        )
+        self.path = path
+        self.kind = kind
+        self.size = size
+        self.limit = limit
 
 
 class Unreachable(CallFailed):
@@ -99,28 +121,9 @@ class RemoteError(CallFailed):
         return self.error.code
 
 
-def unreachable(path: Path, exc: OSError) -> Unreachable:
-    """The `Unreachable` a failed connect to `path` is, with a reason the owner can act on."""
-    if isinstance(exc, FileNotFoundError):
-        return Unreachable(path, "no such socket (is it running?)")
-    if isinstance(exc, ConnectionRefusedError):
-        return Unreachable(path, "connection refused (is it running?)")
-    if isinstance(exc, PermissionError):
-        return Unreachable(path, "permission denied (run as the owner's user)")
-    return Unreachable(path, exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc)))
-
-
-def bad_reply(path: Path, exc: ProtocolError) -> BadReply:
-    """A frame from `path` that could not be read, as the call's failure."""
-    return BadReply(f"{path} sent a reply that cannot be read: {exc}")
-
-
-def expected(path: Path, reply: Message, expect: type[M]) -> M:
-    """`reply` when it is an `expect`; `RemoteError` for an error frame; else `BadReply`."""
-    if isinstance(reply, Error):
-        raise RemoteError(reply)
-    if not isinstance(reply, expect):
-        got = type(reply).__struct_config__.tag
-        want = expect.__struct_config__.tag
-        raise BadReply(f"expected a {want!r} reply from {path}, got {got!r}")
-    return reply
+def _byte_size(n: int) -> str:
+    """`n` bytes as a reader says it: `1 MiB`, `64 KiB`, `1,000 bytes`."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale:,} {unit}"
+    return f"{n:,} bytes"

@@ -1,15 +1,18 @@
-"""The client side: connect, send one request, read the reply frame or frames, close.
+"""The trio client: connect, send one request, read the reply frame or frames, close.
 
-Every failure is one of `_calls`' family (`CallFailed`), translated here once: a caller
-never sees an `OSError`, a `trio.BrokenResourceError` or a `trio.TooSlowError` from a
-call. A deadline is the caller's to choose and is given as `deadline_s`, so that its
-expiry can be said as what it is (`CallTimedOut`, naming the socket and the seconds)
-rather than as a `TooSlowError` from somewhere; an enclosing cancel scope still
-cancels a call as usual.
+It drives an `Exchange` (`_exchange`), which decides what every failure is: this module
+only says what trio told it (a refused connect, a `BrokenResourceError`, a cancel scope
+that reached the deadline) as the exchange's events, so a caller never sees an
+`OSError`, a `trio.BrokenResourceError` or a `trio.TooSlowError` from a call, and sees
+the same failure as from the blocking client. A deadline is the caller's to choose and is
+given as `deadline_s`, so that its expiry can be said as what it is (`CallTimedOut`,
+naming the socket, the seconds and what the role did not do in them) rather than as a
+`TooSlowError` from somewhere; an enclosing cancel scope still cancels a call as usual.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -20,19 +23,9 @@ from typing import TypeVar
 import trio
 
 from ._backoff import Backoff
-from ._calls import (
-    BadReply,
-    CallBroken,
-    CallFailed,
-    CallTimedOut,
-    NoReply,
-    RemoteError,
-    Unreachable,
-    bad_reply,
-    expected,
-    unreachable,
-)
-from ._codec import MAX_FRAME, IncompleteFrame, PeerClosed, ProtocolError, read_frame, write_frame
+from ._calls import NoReply
+from ._codec import MAX_FRAME
+from ._exchange import Broken, Exchange, Refused, TimedOut, os_reason
 from ._messages import Message
 
 BACKLOG_FIRST_WAIT_S = 0.002
@@ -40,47 +33,22 @@ BACKLOG_FIRST_WAIT_S = 0.002
 BACKLOG_LONGEST_WAIT_S = 0.05
 """The longest it waits between two tries (`Backoff`: each doubles the last, jittered)."""
 
-__all__ = [
-    "BadReply",
-    "Call",
-    "CallBroken",
-    "CallFailed",
-    "CallTimedOut",
-    "NoReply",
-    "RemoteError",
-    "Unreachable",
-    "call",
-    "open_call",
-]
+__all__ = ["Conversation", "call", "open_call"]
 
 M = TypeVar("M", bound=Message)
 
 
-@contextmanager
-def _translated(path: Path, deadline_s: float | None, what: str) -> Iterator[None]:
-    """Run the body under `deadline_s` (if any); its stream failures become `CallFailed`."""
-    with trio.move_on_after(deadline_s if deadline_s is not None else float("inf")) as scope:
-        try:
-            yield
-        except IncompleteFrame as exc:
-            raise CallBroken(f"the connection to {path} broke mid-frame: {exc}") from None
-        except ProtocolError as exc:
-            raise bad_reply(path, exc) from None
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            reason = str(exc) or type(exc).__name__
-            raise CallBroken(f"the connection to {path} broke: {reason}") from None
-    if scope.cancelled_caught:
-        assert deadline_s is not None
-        raise CallTimedOut(f"{path} did not {what} within {deadline_s:g} s", deadline_s)
-
-
-class Call:
+class Conversation:
     """One request's conversation: the frames the server sends back, in order."""
 
-    def __init__(self, path: Path, stream: trio.abc.ReceiveStream, max_frame_bytes: int) -> None:
-        self.path = path
+    def __init__(self, exchange: Exchange, stream: trio.abc.ReceiveStream) -> None:
+        self._exchange = exchange
         self._stream = stream
-        self._max_frame_bytes = max_frame_bytes
+
+    @property
+    def path(self) -> Path:
+        """The socket the request went to."""
+        return self._exchange.path
 
     async def receive(self, *, deadline_s: float | None = None) -> Message:
         """The next frame from the server.
@@ -89,12 +57,9 @@ class Call:
             NoReply: the server closed the connection at a frame boundary.
             CallFailed: any other failure (`CallTimedOut` after `deadline_s`).
         """
-        with _translated(self.path, deadline_s, "send its next frame"):
-            try:
-                return await read_frame(self._stream, max_frame_bytes=self._max_frame_bytes)
-            except PeerClosed:
-                raise NoReply(f"{self.path} closed the connection without a reply") from None
-        raise AssertionError("unreachable: _translated raised")  # pragma: no cover
+        with _within(self._exchange, deadline_s):
+            return await _next_frame(self._exchange, self._stream)
+        raise AssertionError("unreachable: _within raised")  # pragma: no cover
 
     def __aiter__(self) -> AsyncIterator[Message]:
         return self._frames()
@@ -107,39 +72,6 @@ class Call:
                 return
 
 
-async def _connect(path: Path, deadline_s: float | None) -> trio.SocketStream:
-    with trio.move_on_after(deadline_s if deadline_s is not None else float("inf")) as scope:
-        return await _open_unix(path)
-    assert scope.cancelled_caught
-    assert deadline_s is not None
-    raise CallTimedOut(f"{path} did not accept the connection within {deadline_s:g} s", deadline_s)
-
-
-async def _open_unix(path: Path) -> trio.SocketStream:
-    """A connection to the Unix socket `path`, waiting while its listen backlog is full.
-
-    A Unix socket has no connect in progress: with the backlog full, a non-blocking
-    connect fails with EAGAIN. `trio.open_unix_socket` takes that for a connection made,
-    and the first send then fails as if the server had dropped it; here the connect is
-    tried again, ever less often, until the caller's deadline.
-    """
-    backoff = Backoff(BACKLOG_FIRST_WAIT_S, BACKLOG_LONGEST_WAIT_S)
-    while True:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        sock.setblocking(False)
-        try:
-            sock.connect(os.fspath(path))
-        except BlockingIOError:
-            sock.close()
-            await trio.sleep(backoff.next())
-            continue
-        except OSError as exc:
-            sock.close()
-            raise unreachable(path, exc) from None
-        return trio.SocketStream(trio.socket.from_stdlib_socket(sock))
-
-
 @asynccontextmanager
 async def open_call(
     path: Path,
@@ -147,16 +79,21 @@ async def open_call(
     *,
     deadline_s: float | None = None,
     max_frame_bytes: int = MAX_FRAME,
-) -> AsyncIterator[Call]:
+) -> AsyncIterator[Conversation]:
     """Connect to `path`, send `request`, and yield the conversation for its replies.
 
     `deadline_s` covers connecting and sending; each `receive` takes its own.
     """
-    stream = await _connect(path, deadline_s)
+    exchange = Exchange(path, max_frame_bytes=max_frame_bytes)
+    frame = exchange.request(request)
+    deadline = _deadline(deadline_s)
+    with _within(exchange, deadline_s, deadline):
+        stream = await _connect(exchange)
     async with stream:
-        with _translated(path, deadline_s, "take the request"):
-            await write_frame(stream, request, max_frame_bytes=max_frame_bytes)
-        yield Call(path, stream, max_frame_bytes)
+        with _within(exchange, deadline_s, deadline):
+            await stream.send_all(frame)
+        exchange.sent()
+        yield Conversation(exchange, stream)
 
 
 async def call(
@@ -172,9 +109,78 @@ async def call(
     `deadline_s` covers the whole call.
 
     Raises:
-        CallFailed: the call got no `expect` reply; `RemoteError` for an `error` frame.
+        CallFailed: the call got no `expect` reply; `RemoteError` for an `error` frame,
+            `RequestTooLarge` (before anything is sent) for a request over the frame limit.
     """
-    with _translated(path, deadline_s, "answer"):
-        async with open_call(path, request, max_frame_bytes=max_frame_bytes) as conversation:
-            reply = await conversation.receive()
-    return expected(path, reply, expect)
+    exchange = Exchange(path, max_frame_bytes=max_frame_bytes)
+    frame = exchange.request(request)
+    with _within(exchange, deadline_s):
+        stream = await _connect(exchange)
+        async with stream:
+            await stream.send_all(frame)
+            exchange.sent()
+            reply = await _next_frame(exchange, stream)
+    return exchange.expected(reply, expect)
+
+
+def _deadline(deadline_s: float | None) -> float:
+    return math.inf if deadline_s is None else trio.current_time() + deadline_s
+
+
+@contextmanager
+def _within(
+    exchange: Exchange, deadline_s: float | None, deadline: float | None = None
+) -> Iterator[None]:
+    """Run the body until `deadline` (by default `deadline_s` from now).
+
+    What trio raises in it, and the deadline passing, become the exchange's failures.
+    """
+    with trio.move_on_at(_deadline(deadline_s) if deadline is None else deadline) as scope:
+        try:
+            yield
+        except trio.BrokenResourceError as exc:
+            raise exchange.failure(Broken(_broken_reason(exc))) from None
+        except trio.ClosedResourceError:
+            raise exchange.failure(Broken("the connection was already closed")) from None
+    if scope.cancelled_caught:
+        assert deadline_s is not None
+        raise exchange.failure(TimedOut(deadline_s))
+
+
+def _broken_reason(exc: trio.BrokenResourceError) -> str:
+    # a socket stream's BrokenResourceError carries the OSError it stands for
+    if isinstance(exc.__cause__, OSError):
+        return os_reason(exc.__cause__)
+    return str(exc) or "the other end is gone"
+
+
+async def _next_frame(exchange: Exchange, stream: trio.abc.ReceiveStream) -> Message:
+    while (frame := exchange.next_frame()) is None:
+        exchange.receive(await stream.receive_some(exchange.wanted()))
+    return frame
+
+
+async def _connect(exchange: Exchange) -> trio.SocketStream:
+    """A connection to the exchange's Unix socket, waiting while its listen backlog is full.
+
+    A Unix socket has no connect in progress: with the backlog full, a non-blocking
+    connect fails with EAGAIN. `trio.open_unix_socket` takes that for a connection made,
+    and the first send then fails as if the server had dropped it; here the connect is
+    tried again, ever less often, until the caller's deadline.
+    """
+    backoff = Backoff(BACKLOG_FIRST_WAIT_S, BACKLOG_LONGEST_WAIT_S)
+    while True:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        sock.setblocking(False)
+        try:
+            sock.connect(os.fspath(exchange.path))
+        except BlockingIOError:
+            sock.close()
+            await trio.sleep(backoff.next())
+            continue
+        except OSError as exc:
+            sock.close()
+            raise exchange.failure(Refused(exc)) from None
+        exchange.connected()
+        return trio.SocketStream(trio.socket.from_stdlib_socket(sock))

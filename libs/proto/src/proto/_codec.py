@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEADER_BYTES",
     "MAX_FRAME",
+    "FrameReader",
     "FrameTooLarge",
     "IncompleteFrame",
     "PeerClosed",
@@ -86,15 +87,74 @@ def decode_body(body: bytes) -> Message:
     return message
 
 
+class FrameReader:
+    """Frames out of bytes as they arrive, without I/O: what every reader of frames uses.
+
+    Give it what a read returned (`receive`; `b""` is the end of the stream) and ask for
+    the next frame (`next_frame`) until one comes. `wanted` is how many bytes the frame
+    under way still needs (its header, then its body), so a reader that asks for no more
+    never reads past a frame, and the length is checked before its body is asked for.
+    """
+
+    def __init__(self, *, max_frame_bytes: int = MAX_FRAME) -> None:
+        self._max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+        self._size: int | None = None
+        """The body's length, once its header is in."""
+        self._ended = False
+
+    def wanted(self) -> int:
+        """How many more bytes the frame under way needs (its header, then its body)."""
+        if self._size is None:
+            return HEADER_BYTES - len(self._buffer)
+        return HEADER_BYTES + self._size - len(self._buffer)
+
+    def receive(self, data: bytes | bytearray) -> None:
+        """Bytes as a read returned them; `b""` says the peer closed."""
+        if data:
+            self._buffer += data
+        else:
+            self._ended = True
+
+    def next_frame(self) -> Message | None:
+        """The next whole frame, or `None` while it needs more bytes.
+
+        Raises:
+            FrameTooLarge: its header says more than `max_frame_bytes` (the body unread).
+            ProtocolError: its body is not a message.
+            PeerClosed: the stream ended before the frame's first byte.
+            IncompleteFrame: the stream ended in the middle of the frame.
+        """
+        if self._size is None and len(self._buffer) >= HEADER_BYTES:
+            size = int.from_bytes(self._buffer[:HEADER_BYTES], "big")
+            if size > self._max_frame_bytes:
+                raise FrameTooLarge(size, self._max_frame_bytes)
+            self._size = size
+        if self._size is not None and len(self._buffer) >= HEADER_BYTES + self._size:
+            end = HEADER_BYTES + self._size
+            body = bytes(self._buffer[HEADER_BYTES:end])
+            del self._buffer[:end]
+            self._size = None
+            return decode_body(body)
+        if not self._ended:
+            return None
+        if not self._buffer:
+            raise PeerClosed
+        if self._size is None:
+            got, whole = len(self._buffer), HEADER_BYTES
+        else:
+            got, whole = len(self._buffer) - HEADER_BYTES, self._size
+        raise IncompleteFrame(f"peer closed after {got} of {whole} bytes")
+
+
 async def read_frame(
     stream: trio.abc.ReceiveStream, *, max_frame_bytes: int = MAX_FRAME
 ) -> Message:
     """Read one frame; the length is checked against the limit before the body is read."""
-    header = await _receive_exactly(stream, HEADER_BYTES, at_boundary=True)
-    size = int.from_bytes(header, "big")
-    if size > max_frame_bytes:
-        raise FrameTooLarge(size, max_frame_bytes)
-    return decode_body(await _receive_exactly(stream, size))
+    reader = FrameReader(max_frame_bytes=max_frame_bytes)
+    while (message := reader.next_frame()) is None:
+        reader.receive(await stream.receive_some(reader.wanted()))
+    return message
 
 
 async def write_frame(
@@ -102,17 +162,3 @@ async def write_frame(
 ) -> None:
     """Send one frame."""
     await stream.send_all(encode_frame(message, max_frame_bytes=max_frame_bytes))
-
-
-async def _receive_exactly(
-    stream: trio.abc.ReceiveStream, n: int, *, at_boundary: bool = False
-) -> bytes:
-    buffer = bytearray()
-    while len(buffer) < n:
-        chunk = await stream.receive_some(n - len(buffer))
-        if not chunk:
-            if at_boundary and not buffer:
-                raise PeerClosed
-            raise IncompleteFrame(f"peer closed after {len(buffer)} of {n} bytes")
-        buffer += chunk
-    return bytes(buffer)

@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from ._calls import BadReply, NoReply, RemoteError
-from ._client import Call, open_call
+from ._client import Conversation, open_call
 from ._messages import (
     ApprovalPending,
     AssistantText,
@@ -52,8 +52,8 @@ TurnItem = TurnEvent | TurnDone
 class Turn:
     """A turn being read: an async iterator of its events, ending with its `turn_done`."""
 
-    def __init__(self, call: Call, idle_s: float) -> None:
-        self._call = call
+    def __init__(self, conversation: Conversation, idle_s: float) -> None:
+        self._conversation = conversation
         self._idle_s = idle_s
         self.done: TurnDone | None = None
         """The turn's end, once it came."""
@@ -65,7 +65,7 @@ class Turn:
         if self.done is not None:
             raise StopAsyncIteration
         try:
-            frame = await self._call.receive(deadline_s=self._idle_s)
+            frame = await self._conversation.receive(deadline_s=self._idle_s)
         except NoReply:
             raise NoReply("loopd closed the turn without its answer") from None
         match frame:
@@ -90,5 +90,5 @@ async def open_turn(
     Leaving the block closes the connection: a `say` without `keep_going` is then
     cancelled by loopd (what was said is kept).
     """
-    async with open_call(path, request, deadline_s=CONNECT_DEADLINE_S) as call:
-        yield Turn(call, idle_s)
+    async with open_call(path, request, deadline_s=CONNECT_DEADLINE_S) as conversation:
+        yield Turn(conversation, idle_s)

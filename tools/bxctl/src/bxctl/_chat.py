@@ -48,7 +48,16 @@ from proto import (
     TurnEvent,
 )
 
-from ._common import CommandError, Sockets, ask, bxctl, inline, not_utf8, unreachable_sentence
+from ._common import (
+    CommandError,
+    Sockets,
+    ask,
+    bxctl,
+    failure_sentence,
+    inline,
+    not_utf8,
+    unreachable_sentence,
+)
 from ._embedded import DEMO_NOTICE, embedded_configured
 from ._input import Interrupted, Lines, Reader, Terminal, history_in
 from ._owner import describe_approval, with_text
@@ -283,6 +292,10 @@ async def _turn(
             hint = await model_hint(home, after_timeout=frame.code == "model-timeout")
             if hint:
                 out.line(f"note: {inline(hint)}")
+        return False
+    except proto.BadRequest as exc:
+        # nothing was sent (the message is over a frame's limit): the session goes on
+        out.line(f"error: {failure_sentence('loopd', path, exc)}")
         return False
     except proto.Unreachable as exc:
         raise CommandError(unreachable_sentence("loopd", path, exc.reason)) from None

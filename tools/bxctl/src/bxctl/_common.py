@@ -172,6 +172,18 @@ def ask(
 def failure_sentence(role: str, path: Path, exc: proto.CallFailed) -> str:
     """What the owner reads when a call to `role` at `path` failed, by how it failed."""
     match exc:
+        case proto.RequestTooLarge(kind="say", size=size, limit=limit):
+            return (
+                f"the message is too long to send: {size:,} bytes; a message can be at most "
+                f"about {_mib(limit)}"
+            )
+        case proto.RequestTooLarge(size=size, limit=limit):
+            return (
+                f"the request to {role} is too long to send: {size:,} bytes; a request can be "
+                f"at most about {_mib(limit)}"
+            )
+        case proto.BadRequest():
+            return f"the request to {role} cannot be sent: {exc}"
         case proto.Unreachable(reason=reason):
             return unreachable_sentence(role, path, reason)
         case proto.RemoteError():
@@ -184,6 +196,10 @@ def failure_sentence(role: str, path: Path, exc: proto.CallFailed) -> str:
             return f"the connection to {role} broke before it answered ({path}): {exc}"
         case _:
             return f"{role} sent something unexpected at {path}: {exc}"
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.3g} MiB"
 
 
 def _refused(role: str, exc: proto.RemoteError) -> str:
