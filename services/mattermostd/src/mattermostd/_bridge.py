@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import assert_never
 
 import trio
@@ -62,8 +63,6 @@ log = logging.getLogger("mattermostd")
 
 FUTURE_NOTE_MS = 60_000
 """A post dated more than this after the server's time is said in the log."""
-HEALTHY_S = 60.0
-"""A connection that lasted this long resets the reconnect pause."""
 WAITING_NOTE = (
     "An approval is waiting in this thread: reply **yes {code}** or **no {code}** (a reason "
     "may follow), or react :white_check_mark: or :x: on its card. Your message is answered "
@@ -115,20 +114,25 @@ class Bridge:
             await self.api.aclose()
 
     async def _connection_loop(self) -> None:
+        """Connect, and again after each failure, with pauses from one backoff.
+
+        A connection that said hello and caught up is a success and resets the pauses: a
+        drop soon after it is a new outage, not the old one going on. (A reset only after
+        a connection had lived a minute let drops a few seconds apart climb to 60 s
+        pauses, and the owner's reply or decision made meanwhile waited that long.)
+        """
         backoff = proto.Backoff(FIRST_PAUSE_S, LONGEST_PAUSE_S)
         while True:
-            started = trio.current_time()
             try:
-                await self._connect_once()
+                await self._connect_once(caught_up=backoff.reset)
             except* ServerTrouble as group:
-                if trio.current_time() - started > HEALTHY_S:
-                    backoff.reset()
                 self._outage.failed(str(_first(group)), backoff.next())
                 self.stream = None
                 self.connected = trio.Event()
                 await trio.sleep(self._outage.wait_s)
 
-    async def _connect_once(self) -> None:
+    async def _connect_once(self, *, caught_up: Callable[[], None]) -> None:
+        """One connection, until it fails; `caught_up` once it is live and caught up."""
         me = await self.api.me()
         self.out.bot_id = me.id
         direct = await self.api.direct_channel(me.id, self.s.owner_id)
@@ -148,6 +152,7 @@ class Bridge:
                     await self.approvals.reactions_on(approval)
                 self.stream = stream
                 self.connected.set()
+                caught_up()
                 log.info(
                     "connected to %s as %s; listening to %s%s",
                     self.s.url,
