@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import assert_never
 
 import entries
 import proto
@@ -31,9 +32,7 @@ from proto import (
     ToolResult,
 )
 
-from ._answers import (
-    Decision,
-)
+from ._answers import OwnerAnswer, OwnerApproves, OwnerDenies
 from ._api import Post, Reaction, Rejected
 from ._board import Board
 from ._config import Settings
@@ -172,7 +171,7 @@ class ApprovalPoster:
     # -- 2. decided ----------------------------------------------------------------------
 
     async def decide(
-        self, approval_id: str, decision: Decision, *, how: str, post: str | None = None
+        self, approval_id: str, answer: OwnerAnswer, *, how: str, post: str | None = None
     ) -> None:
         """Send the owner's decision to brokerd and say it on the approval's head.
 
@@ -182,20 +181,28 @@ class ApprovalPoster:
         if approval is None or approval.decided or not self.board.start_deciding(approval_id):
             return
         try:
-            await self._decide(approval, decision, how, post)
+            await self._decide(approval, answer, how, post)
         finally:
             self.board.done_deciding(approval_id)
 
     async def _decide(
-        self, approval: OpenApproval, decision: Decision, how: str, post: str | None
+        self, approval: OpenApproval, answer: OwnerAnswer, how: str, post: str | None
     ) -> None:
         surface = Surface(via="mattermost", user=self.s.owner_name, post=post)
+        reason: str | None
+        match answer:
+            case OwnerApproves():
+                approve, reason = True, None
+            case OwnerDenies(reason=reason):
+                approve = False
+            case _:
+                assert_never(answer)
         request = ApprovalDecide(
             id=approval.id,
-            approve=decision.approve,
-            reason=decision.reason,
+            approve=approve,
+            reason=reason,
             surface=surface,
-            **({"arguments": approval.revised} if approval.revised and decision.approve else {}),
+            **({"arguments": approval.revised} if approval.revised and approve else {}),
         )
         try:
             await proto.call(self.s.broker_socket, request, Ok, deadline_s=self.s.call_timeout_s)
@@ -215,15 +222,15 @@ class ApprovalPoster:
             )
             return
         else:
-            word = "Approved" if decision.approve else "Denied"
-            if decision.approve and approval.revised:
+            word = "Approved" if approve else "Denied"
+            if approve and approval.revised:
                 word = "Approved with your changes"
-            reason = f", reason {outcome_span(decision.reason)}" if decision.reason else ""
+            said = f", reason {outcome_span(reason)}" if reason else ""
             text = (
                 f"**{word}** by {proto.code_span(self.s.owner_name)} in Mattermost "
-                f"({how}{reason}), {proto.utc_stamp()}."
+                f"({how}{said}), {proto.utc_stamp()}."
             )
-            color = APPROVAL_COLORS["approved" if decision.approve else "denied"]
+            color = APPROVAL_COLORS["approved" if approve else "denied"]
             log.info("approval %s %s from Mattermost", approval.id, word.lower())
         self.ledger.approval_decided(approval, text)
         await self._show(approval, text, color)

@@ -41,11 +41,11 @@ from ._inbox import (
     Answers,
     Command,
     Empty,
+    ForSession,
     Ignored,
+    Inbox,
     Integration,
     Meaning,
-    Message,
-    Reader,
     Revises,
     Stranger,
     Unconfirmed,
@@ -88,7 +88,7 @@ class Bridge:
             ReplyPoster(self.out, self.ledger, settings.update_s, self._typing),
         )
         self.desk = Desk(settings, self.out)
-        self.reader = Reader(owner_id=settings.owner_id, bot_id="", channels=frozenset())
+        self.inbox = Inbox(owner_id=settings.owner_id, bot_id="", channels=frozenset())
         self.stream: Stream | None = None
         self.connected = trio.Event()
         """Set each time the stream is live and caught up."""
@@ -137,7 +137,7 @@ class Bridge:
         self.out.bot_id = me.id
         direct = await self.api.direct_channel(me.id, self.s.owner_id)
         channels = {direct.id} | ({self.s.channel} if self.s.channel else set())
-        self.reader = Reader(self.s.owner_id, me.id, frozenset(channels))
+        self.inbox = Inbox(self.s.owner_id, me.id, frozenset(channels))
         async with open_stream(self.s.url, self._token, timeout_s=self.s.timeout_s) as stream:
             send, events = trio.open_memory_channel[StreamEvent](math.inf)
             async with trio.open_nursery() as connection:
@@ -189,28 +189,28 @@ class Bridge:
                 await self._post(post)
                 self.ledger.checkpoint()
             case PostEdited(post=post):
-                self._note(self.reader.edit(post))
+                self._note(self.inbox.edit(post))
             case ReactionAdded(reaction=reaction):
                 await self._reaction(reaction)
             case _:
                 assert_never(event)
 
     async def _post(self, post: Post) -> None:
-        if post.channel_id in self.reader.channels:
+        if post.channel_id in self.inbox.channels:
             self._saw(post)
-        meaning = self.reader.post(post, self.ledger.state, self.board)
+        meaning = self.inbox.post(post, self.ledger.state, self.board)
         match meaning:
-            case Message(inflight=inflight, approval_waiting=waiting):
+            case ForSession(inflight=inflight, approval_waiting=waiting):
                 self.ledger.accept(inflight)
                 if (approval := self.board.waiting_in(inflight.root_id)) and waiting:
                     note = WAITING_NOTE.format(code=decision_code(approval.id))
                     await self.out.post(inflight.channel_id, inflight.root_id, note)
                 self.turns.enqueue(inflight)
-            case Answers(approval_id=approval_id, decision=decision, how=how, post=reply):
+            case Answers(approval_id=approval_id, answer=answer, how=how, post=reply):
                 if reply is not None:
                     self.ledger.handled(reply.id, reply.create_at)
-                answer = reply.id if reply is not None else None
-                await self.approvals.decide(approval_id, decision, how=how, post=answer)
+                where = reply.id if reply is not None else None
+                await self.approvals.decide(approval_id, answer, how=how, post=where)
             case Command(command=command, post=asked):
                 self.ledger.handled(asked.id, asked.create_at)
                 self.turns.soon(self.desk.run, command, asked)
@@ -253,10 +253,10 @@ class Bridge:
         self.ledger.saw(post.channel_id, min(post.update_at, now))
 
     async def _reaction(self, reaction: Reaction) -> None:
-        meaning = self.reader.reaction(reaction, self.board)
+        meaning = self.inbox.reaction(reaction, self.board)
         if isinstance(meaning, Answers):
             await self.approvals.decide(
-                meaning.approval_id, meaning.decision, how=meaning.how, post=reaction.post_id
+                meaning.approval_id, meaning.answer, how=meaning.how, post=reaction.post_id
             )
         else:
             self._note(meaning)
@@ -316,7 +316,7 @@ class Bridge:
         except Rejected as exc:  # the thread is gone
             log.info("the thread of %s is gone (%s); its approval is not posted again", root, exc)
             return None
-        return post.channel_id if post.channel_id in self.reader.channels else None
+        return post.channel_id if post.channel_id in self.inbox.channels else None
 
 
 async def _cancel_on(event: trio.Event, scope: trio.CancelScope) -> None:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from ._answers import (
     APPROVE_EMOJI,
     DENY_EMOJI,
-    Decision,
+    OwnerAnswer,
+    OwnerApproves,
+    OwnerDenies,
     bare_decision,
     decision_code,
     parse_decision,
@@ -32,11 +34,11 @@ __all__ = [
     "Answers",
     "Command",
     "Empty",
+    "ForSession",
     "Ignored",
+    "Inbox",
     "Integration",
     "Meaning",
-    "Message",
-    "Reader",
     "Revises",
     "Stranger",
     "Unconfirmed",
@@ -78,7 +80,7 @@ class Answers:
     """The owner's decision on a waiting approval, by a reply or a reaction."""
 
     approval_id: str
-    decision: Decision
+    answer: OwnerAnswer
     how: str
     post: Post | None = None
     """The reply that decided (handled at once), or None for a reaction."""
@@ -122,7 +124,7 @@ class Empty:
 
 
 @dataclass(frozen=True)
-class Message:
+class ForSession:
     """An owner post for its thread's session; `approval_waiting` if one waits there."""
 
     inflight: Inflight
@@ -130,7 +132,15 @@ class Message:
 
 
 Meaning = (
-    Ignored | Stranger | Integration | Answers | Unconfirmed | Command | Revises | Empty | Message
+    Ignored
+    | Stranger
+    | Integration
+    | Answers
+    | Unconfirmed
+    | Command
+    | Revises
+    | Empty
+    | ForSession
 )
 
 
@@ -140,8 +150,8 @@ def by_integration(post: Post) -> bool:
 
 
 @dataclass(frozen=True)
-class Reader:
-    """Reads events for one bridge: who the owner and the bot are, which channels count."""
+class Inbox:
+    """What each event means to one bridge: who the owner and the bot are, which channels count."""
 
     owner_id: str
     bot_id: str
@@ -172,9 +182,9 @@ class Reader:
             revised = parse_revision(post.message, decision_code(waiting.id))
             if revised is not None:
                 return Revises(waiting.id, revised, post)
-            decision = parse_decision(post.message, decision_code(waiting.id))
-            if decision is not None:
-                return Answers(waiting.id, decision, "a reply", post)
+            answer = parse_decision(post.message, decision_code(waiting.id))
+            if answer is not None:
+                return Answers(waiting.id, answer, "a reply", post)
             if bare_decision(post.message):
                 return Unconfirmed(waiting.id, post)
         if not post.message.strip():
@@ -187,7 +197,7 @@ class Reader:
             text=unescaped(post.message),
             create_at=post.create_at,
         )
-        return Message(inflight, approval_waiting=waiting is not None)
+        return ForSession(inflight, approval_waiting=waiting is not None)
 
     def edit(self, post: Post) -> Ignored:
         """An edit is never a new message: boxmaker answers what was first said."""
@@ -210,7 +220,7 @@ class Reader:
         if approval.decided:
             return Ignored("the approval was decided already")
         if reaction.emoji_name in APPROVE_EMOJI:
-            return Answers(approval.id, Decision(approve=True), "a reaction")
+            return Answers(approval.id, OwnerApproves(), "a reaction")
         if reaction.emoji_name in DENY_EMOJI:
-            return Answers(approval.id, Decision(approve=False), "a reaction")
+            return Answers(approval.id, OwnerDenies(), "a reaction")
         return Ignored("a reaction that is not a decision")
