@@ -121,7 +121,12 @@ def test_only_the_owners_own_post_is_a_command_or_an_edit(tmp_path: Path) -> Non
     ledger.state.horizon = 0
     ledger.approval_opened(
         OpenApproval(
-            id="ap-k3f9xy", session=session_of(ROOT), call_id="c1", channel_id=DM, root_id=ROOT
+            id="ap-k3f9xy",
+            session=session_of(ROOT),
+            call_id="c1",
+            channel_id=DM,
+            root_id=ROOT,
+            message="boxmaker asks",
         )
     )
     board = Board(ledger)

@@ -72,6 +72,8 @@ def open_approval(ledger: Ledger, **fields: Any) -> OpenApproval:
         "call_id": "call_1",
         "channel_id": DM,
         "root_id": ROOT,
+        "message": "boxmaker asks",
+        "arguments": '{"action":"add","file":"memory","text":"tea"}',
     }
     values.update(fields)
     approval = OpenApproval(**values)
@@ -234,6 +236,8 @@ def test_every_change_is_on_disk_before_the_method_returns(tmp_path: Path) -> No
         lambda: ledger.stranger(STRANGER),
         lambda: open_approval(ledger),
         lambda: ledger.approval_post(ledger.state.approvals["ap-k3f9xy"], "a" * 26, part=False),
+        lambda: ledger.approval_revised(ledger.state.approvals["ap-k3f9xy"], '{"action":"add"}'),
+        lambda: ledger.approval_call(ledger.state.approvals["ap-k3f9xy"], "call_2", "{}"),
         lambda: ledger.approval_decided(ledger.state.approvals["ap-k3f9xy"], "**Approved**"),
         lambda: ledger.approval_closed("ap-k3f9xy"),
         lambda: ledger.unsaid(inflight),

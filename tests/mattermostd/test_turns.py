@@ -25,7 +25,7 @@ from mattermostd._config import Settings
 from mattermostd._ledger import Ledger
 from mattermostd._outbound import Outbound
 from mattermostd._replies import REPLY_PROP, ReplyPoster
-from mattermostd._state import Inflight, StateStore, session_of
+from mattermostd._state import Inflight, OpenApproval, StateStore, session_of
 from mattermostd._text import card_text
 from mattermostd._turns import TurnRunner
 from proto import (
@@ -134,6 +134,7 @@ class World:
     ledger: Ledger
     board: Board
     runner: TurnRunner
+    approvals: ApprovalPoster
     settings: Settings
     opened: list[str] = field(default_factory=list)
 
@@ -179,7 +180,7 @@ async def world(short_dir: Path, handler: Handler) -> AsyncIterator[World]:
     async with trio.open_nursery() as nursery:
         await nursery.start(serve_stub, s.loop_socket, handler)
         runner.attach(nursery, trio.Event())
-        yield World(api, ledger, board, runner, s)
+        yield World(api, ledger, board, runner, approvals, s)
         nursery.cancel_scope.cancel()
 
 
@@ -206,6 +207,15 @@ async def handled(w: World, post_id: str = "p" * 26) -> None:
 
 CALL = ToolCall(id="call_7", name="memory", arguments='{"action":"add"}')
 RESULT = ToolResult(call=CALL, status="ok", content="memory.md updated", label=Label())
+PENDING = PendingApproval(
+    id="ap-k3f9xy",
+    session=SESSION,
+    call_id=CALL.id,
+    tool="memory",
+    arguments=CALL.arguments,
+    taint=Label(),
+    time="2026-12-01T10:00:00Z",
+)
 
 
 async def test_a_loopd_slow_to_open_the_session_is_waited_for_and_tried_again(
@@ -266,16 +276,7 @@ async def test_an_approval_is_settled_by_its_call_and_no_other(short_dir: Path) 
                 return SessionOpened(session=SESSION, created=True)
             case Say():
                 await send(ToolCalled(call=CALL))
-                pending = PendingApproval(
-                    id="ap-k3f9xy",
-                    session=SESSION,
-                    call_id=CALL.id,
-                    tool="memory",
-                    arguments=CALL.arguments,
-                    taint=Label(),
-                    time="2026-12-01T10:00:00Z",
-                )
-                await send(ApprovalPending(approval=pending))
+                await send(ApprovalPending(approval=PENDING))
                 await gate.wait()
                 await send(ToolCalled(call=other))
                 # a failed call of its own: settled by it, the approval would say so
@@ -320,3 +321,23 @@ async def test_a_post_enqueued_twice_is_answered_by_one_turn(short_dir: Path) ->
         assert says == ["hello"]
         [reply] = w.api.replies()
         assert reply.message == "once"
+
+
+async def test_an_approval_read_from_a_version_1_file_learns_its_call_when_posted_again(
+    short_dir: Path,
+) -> None:
+    # A bridge before call ids recorded none: brokerd's listing after a restart says it,
+    # and from then on the call's result settles the approval.
+    async def loopd(request: Message, send: Send) -> Message | None:
+        raise AssertionError(request)
+
+    async with world(short_dir, loopd) as w:
+        legacy = OpenApproval(
+            id=PENDING.id, session=SESSION, channel_id=DM, root_id=ROOT, message="asks"
+        )
+        w.ledger.approval_opened(legacy)
+        assert w.board.of_call(SESSION, CALL.id) is None
+        await w.approvals.announce(PENDING, DM, again=True)
+        assert w.board.of_call(SESSION, CALL.id) is legacy
+        assert legacy.arguments == CALL.arguments
+        assert StateStore(short_dir / "state.json").load(now_ms=0) == w.ledger.state

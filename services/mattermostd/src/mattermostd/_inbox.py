@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import assert_never
 
 from ._answers import (
     APPROVE_EMOJI,
@@ -27,7 +28,7 @@ from ._answers import (
 from ._api import Post, Reaction
 from ._board import Board
 from ._commands import OwnerCommand, parse_command, unescaped
-from ._state import Inflight, State, session_of
+from ._state import DecidedInMattermost, Inflight, State, Undecided, session_of
 
 __all__ = [
     "INTEGRATION_PROPS",
@@ -217,8 +218,13 @@ class Inbox:
             return Ignored("the bridge's own reaction")
         if reaction.user_id != self.owner_id:
             return Stranger(reaction.user_id, "a reaction")
-        if approval.decided:
-            return Ignored("the approval was decided already")
+        match approval.status:
+            case DecidedInMattermost():
+                return Ignored("the approval was decided already")
+            case Undecided():
+                pass
+            case _:
+                assert_never(approval.status)
         if reaction.emoji_name in APPROVE_EMOJI:
             return Answers(approval.id, OwnerApproves(), "a reaction")
         if reaction.emoji_name in DENY_EMOJI:

@@ -27,7 +27,18 @@ from __future__ import annotations
 
 import time
 
-from ._state import HANDLED_DAYS, Inflight, OpenApproval, State, StateStore
+from ._state import (
+    HANDLED_DAYS,
+    DecidedInMattermost,
+    Inflight,
+    NoReplyPost,
+    OpenApproval,
+    ReplyCreating,
+    ReplyPosted,
+    State,
+    StateStore,
+    Undecided,
+)
 
 __all__ = ["HANDLED_DAYS", "Ledger", "now_ms"]
 
@@ -99,18 +110,17 @@ class Ledger:
 
     def reply_creating(self, inflight: Inflight, pending_post_id: str) -> None:
         """The reply post is about to be created with `pending_post_id`."""
-        inflight.pending_post_id = pending_post_id
+        inflight.reply_post = ReplyCreating(pending_post_id=pending_post_id)
         self._save()
 
     def reply_made(self, inflight: Inflight, reply_id: str) -> None:
         """The reply post exists: later changes edit `reply_id`."""
-        inflight.reply_id = reply_id
+        inflight.reply_post = ReplyPosted(reply_id=reply_id)
         self._save()
 
     def reply_lost(self, inflight: Inflight) -> None:
         """The reply post is gone (deleted in Mattermost): a new one is to be made."""
-        inflight.reply_id = ""
-        inflight.pending_post_id = ""
+        inflight.reply_post = NoReplyPost()
         self._save()
 
     def answered(self, inflight: Inflight) -> None:
@@ -132,12 +142,18 @@ class Ledger:
 
     def approval_decided(self, approval: OpenApproval, text: str) -> None:
         """The owner decided in Mattermost and brokerd took it; `text` says how."""
-        approval.decided = text
+        approval.status = DecidedInMattermost(text=text)
         self._save()
 
     def approval_revised(self, approval: OpenApproval, arguments: str) -> None:
         """The owner's version of the call, checked by brokerd: a yes now approves it."""
-        approval.revised = arguments
+        approval.status = Undecided(revised=arguments)
+        self._save()
+
+    def approval_call(self, approval: OpenApproval, call_id: str, arguments: str) -> None:
+        """The call of an approval read from a state file that did not record it."""
+        approval.call_id = call_id
+        approval.arguments = arguments
         self._save()
 
     def approval_closed(self, approval_id: str) -> OpenApproval | None:

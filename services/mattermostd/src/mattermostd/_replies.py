@@ -14,13 +14,14 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import assert_never
 
 import trio
 
 from ._api import Rejected
 from ._ledger import Ledger, now_ms
 from ._outbound import Outbound
-from ._state import Inflight
+from ._state import Inflight, NoReplyPost, ReplyCreating, ReplyPosted
 from ._text import MAX_POST_CHARS, Reply, split_message
 
 __all__ = ["REPLY_PROP", "UNSAFE_LINKS", "LiveReply", "ReplyPoster", "Typing"]
@@ -117,38 +118,50 @@ class ReplyPoster:
 
     async def _show(self, live: LiveReply, message: str) -> None:
         inflight = live.inflight
-        if not inflight.reply_id:
-            self.ledger.reply_made(inflight, await self._find_or_create(inflight, message))
-        else:
-            try:
-                await self.out.api.patch_post(inflight.reply_id, message)
-            except Rejected as exc:
-                log.warning("the reply post %s: %s; posting a new one", inflight.reply_id, exc)
-                self.ledger.reply_lost(inflight)
-                self.ledger.reply_made(inflight, await self._find_or_create(inflight, message))
+        match inflight.reply_post:
+            case NoReplyPost() | ReplyCreating() as where:
+                self.ledger.reply_made(
+                    inflight, await self._find_or_create(inflight, where, message)
+                )
+            case ReplyPosted(reply_id=reply_id):
+                try:
+                    await self.out.api.patch_post(reply_id, message)
+                except Rejected as exc:
+                    log.warning("the reply post %s: %s; posting a new one", reply_id, exc)
+                    self.ledger.reply_lost(inflight)
+                    made = await self._find_or_create(inflight, NoReplyPost(), message)
+                    self.ledger.reply_made(inflight, made)
+            case _:
+                assert_never(inflight.reply_post)
         live.shown = message
 
-    async def _find_or_create(self, inflight: Inflight, message: str) -> str:
-        if inflight.pending_post_id:
-            # A create may have gone through before the bridge stopped: look first.
-            for post in await self.out.own_posts(inflight.root_id):
-                if post.props.get(REPLY_PROP) == inflight.post_id:
-                    await self.out.api.patch_post(post.id, message)
-                    return post.id
-        else:
-            self.ledger.reply_creating(inflight, f"{self.out.bot_id}:{now_ms()}")
+    async def _find_or_create(
+        self, inflight: Inflight, where: NoReplyPost | ReplyCreating, message: str
+    ) -> str:
+        match where:
+            case ReplyCreating(pending_post_id=pending):
+                # A create may have gone through before the bridge stopped: look first.
+                for post in await self.out.own_posts(inflight.root_id):
+                    if post.props.get(REPLY_PROP) == inflight.post_id:
+                        await self.out.api.patch_post(post.id, message)
+                        return post.id
+            case NoReplyPost():
+                pending = f"{self.out.bot_id}:{now_ms()}"
+                self.ledger.reply_creating(inflight, pending)
+            case _:
+                assert_never(where)
         post = await self.out.api.create_post(
             channel_id=inflight.channel_id,
             message=message,
             root_id=inflight.root_id,
-            pending_post_id=inflight.pending_post_id,
+            pending_post_id=pending,
             props={REPLY_PROP: inflight.post_id, **UNSAFE_LINKS},
         )
         return post.id
 
     async def _final(self, live: LiveReply) -> None:
         parts = split_message(live.reply.message())
-        if parts[0] != live.shown or not live.inflight.reply_id:
+        if parts[0] != live.shown or not isinstance(live.inflight.reply_post, ReplyPosted):
             await self._show(live, parts[0])
         for number, part in enumerate(parts[1:], start=2):
             await self.out.post(
