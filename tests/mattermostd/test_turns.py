@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import trio
@@ -48,6 +49,7 @@ DM = "d" * 26
 ROOT = "r" * 26
 SESSION = session_of(ROOT)
 BOT = "b" * 26
+T = TypeVar("T")
 
 
 class MemoryApi(Api):
@@ -199,10 +201,16 @@ def accepted(w: World, text: str = "hello", *, said: bool = False) -> Inflight:
     return inflight
 
 
-async def handled(w: World, post_id: str = "p" * 26) -> None:
+async def until(w: World, condition: Callable[[], T | None]) -> T:
+    """Wait until `condition` (of what the ledger records) holds: checked at each save."""
     with trio.fail_after(20):
-        while post_id not in w.ledger.state.handled:  # noqa: ASYNC110 (the ledger has no event)
-            await trio.sleep(0.01)
+        while not (value := condition()):
+            await w.ledger.changed()
+        return value
+
+
+async def handled(w: World, post_id: str = "p" * 26) -> None:
+    await until(w, lambda: post_id in w.ledger.state.handled)
 
 
 CALL = ToolCall(id="call_7", name="memory", arguments='{"action":"add"}')
@@ -287,15 +295,16 @@ async def test_an_approval_is_settled_by_its_call_and_no_other(short_dir: Path) 
 
     async with world(short_dir, loopd) as w:
         accepted(w)
-        with trio.fail_after(20):
-            while not (approval := w.board.get("ap-k3f9xy")) or not approval.post_ids:  # noqa: ASYNC110
-                await trio.sleep(0.01)
+
+        def posted() -> OpenApproval | None:
+            approval = w.board.get(PENDING.id)
+            return approval if approval is not None and approval.post_ids else None
+
+        approval = await until(w, posted)
         assert approval.call_id == CALL.id
         gate.set()
         await handled(w)
-        with trio.fail_after(20):
-            while w.board.get("ap-k3f9xy") is not None:  # noqa: ASYNC110
-                await trio.sleep(0.01)
+        await until(w, lambda: w.board.get(PENDING.id) is None)
         head = w.api.posts[approval.post_ids[0]]
         assert (card_text(head.props) or "").endswith("The call ran.")
 

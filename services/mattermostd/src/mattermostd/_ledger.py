@@ -20,12 +20,15 @@ returns, and the callers call it before the step it records:
    before it is shown, and `approval_closed` before the outcome is shown.
 
 A change that needs no order (the place in a channel, an author logged once) is saved
-with it too: the file is small and changes rarely against the turns it protects.
+with it too: the file is small and changes rarely against the turns it protects. Each
+save wakes whoever waits in `changed` (a test waiting for a post to be handled).
 """
 
 from __future__ import annotations
 
 import time
+
+import trio
 
 from ._state import (
     HANDLED_DAYS,
@@ -55,6 +58,7 @@ class Ledger:
         self._store = store
         self.state = State()
         """Read it freely; change it only through the methods below."""
+        self._saved = trio.lowlevel.ParkingLot()
 
     def load(self) -> None:
         """Read the state file (a new one starts from now), dropping old handled ids."""
@@ -63,6 +67,11 @@ class Ledger:
 
     def _save(self) -> None:
         self._store.save(self.state)
+        self._saved.unpark_all()
+
+    async def changed(self) -> None:
+        """Return at the next change (once it is saved)."""
+        await self._saved.park()
 
     # -- posts ---------------------------------------------------------------------------
 
