@@ -2,14 +2,17 @@
 the fake Mattermost server (tests/fakes/mattermost) and the scripted model.
 
 The owner posts through the fake (as the web app would), and the test waits for what the
-bridge does, by reading the fake's posts and the bridge's own state file, never by
-sleeping a guessed while.
+bridge does: `until` checks what the test can see (the fake's posts, the files the roles
+write) again at each change of it, which the fake says itself (a request answered, an
+event, a WebSocket) and the kernel says for the files (inotify(7)). Never on a timer.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
-from collections.abc import AsyncIterator, Callable
+import struct
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -33,7 +36,64 @@ from mattermostd._text import (
 )
 
 CAP_S = 60.0
-POLL_S = 0.05
+
+_IN_MODIFY = 0x2
+_IN_CLOSE_WRITE = 0x8
+_IN_MOVED_FROM = 0x40
+_IN_MOVED_TO = 0x80
+_IN_CREATE = 0x100
+_IN_DELETE = 0x200
+_IN_ISDIR = 0x40000000
+_WATCHED = _IN_MODIFY | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
+_EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; then the name
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class FileChanges:
+    """inotify(7) on a directory tree: `changed()` after each file in it is written, renamed,
+    made or removed, by whichever process (the roles write the home's files)."""
+
+    def __init__(self, top: Path, changed: Callable[[], object]) -> None:
+        self._fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self._fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        self._changed = changed
+        self._directories: dict[int, Path] = {}
+        self._watch_tree(top)
+
+    def _watch_tree(self, top: Path) -> None:
+        for directory, _, _ in os.walk(top):
+            wd = _libc.inotify_add_watch(self._fd, os.fsencode(directory), _WATCHED)
+            if wd >= 0:  # else it is gone already
+                self._directories[wd] = Path(directory)
+
+    async def serve(self) -> None:
+        """Read the kernel's events until cancelled; a new directory is watched too."""
+        while True:
+            await trio.lowlevel.wait_readable(self._fd)
+            try:
+                data = os.read(self._fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            for wd, mask, name in _events(data):
+                made = mask & _IN_ISDIR and mask & (_IN_CREATE | _IN_MOVED_TO)
+                if made and wd in self._directories:
+                    # watched before anyone looks again: nothing written in it is missed
+                    self._watch_tree(self._directories[wd] / name)
+            self._changed()
+
+    def close(self) -> None:
+        """Stop watching (after `serve` has ended)."""
+        os.close(self._fd)
+
+
+def _events(data: bytes) -> Iterator[tuple[int, int, str]]:
+    offset = 0
+    while offset < len(data):
+        wd, mask, _, length = _EVENT.unpack_from(data, offset)
+        name = data[offset + _EVENT.size : offset + _EVENT.size + length].rstrip(b"\0")
+        offset += _EVENT.size + length
+        yield wd, mask, os.fsdecode(name)
 
 
 @dataclass
@@ -50,6 +110,8 @@ class MattermostStack:
     token_file: Path
     bridge: RunningRole | None = None
     ended: list[Ended] = field(default_factory=list)
+    changes: trio.lowlevel.ParkingLot = field(default_factory=trio.lowlevel.ParkingLot)
+    """Unparked at each change the fake sees and each file written under the home."""
 
     @property
     def home(self) -> Path:
@@ -148,11 +210,14 @@ class MattermostStack:
         return [p for p in self.bot_posts(root=root) if (p.props or {}).get("boxmaker_approval")]
 
     async def until(self, condition: Callable[[], Any], what: str) -> Any:
-        """Poll `condition` until it is truthy (its value), or fail naming `what`."""
+        """Wait until `condition` is truthy (its value), or fail naming `what`.
+
+        `condition` reads what the fake saw or a file a role wrote; it is checked now and
+        again at each change of either (`changes`), never on a timer.
+        """
         with trio.move_on_after(CAP_S):
-            # another process's files and the fake's posts: there is no event to wait on
-            while not (value := condition()):  # noqa: ASYNC110
-                await trio.sleep(POLL_S)
+            while not (value := condition()):
+                await self.changes.park()
             return value
         raise AssertionError(f"timed out waiting for {what}\n--- bridge log ---\n{self.log()}")
 
@@ -222,12 +287,20 @@ async def mattermost_stack(
             )
             assert config is not None
             world = MattermostStack(stack, mm, owner, bot, stranger, dm, config, token_file)
-            for key, (section, value) in settings.items():
-                world.configure(section, key, value)
+            mm.watch(world.changes.unpark_all)
+            files = FileChanges(stack.home, world.changes.unpark_all)
             try:
-                if start:
-                    await world.start()
-                yield world
+                async with trio.open_nursery() as watching:
+                    watching.start_soon(files.serve)
+                    for key, (section, value) in settings.items():
+                        world.configure(section, key, value)
+                    try:
+                        if start:
+                            await world.start()
+                        yield world
+                    finally:
+                        if world.bridge is not None:
+                            await world.stop()
+                        watching.cancel_scope.cancel()
             finally:
-                if world.bridge is not None:
-                    await world.stop()
+                files.close()

@@ -42,13 +42,23 @@ async def handled_after(mms: MattermostStack, channel: str) -> None:
     await mms.until(lambda: barrier in mms.state().handled, "the barrier post")
 
 
+def records(world: MattermostStack, root: str) -> list[dict[str, Any]]:
+    """The whole records of the thread's session log (loopd may be writing the last one)."""
+    path = world.session_dir(root) / proto.LOG_FILE
+    lines = path.read_text().split("\n")[:-1] if path.exists() else []
+    return [json.loads(line) for line in lines]
+
+
 def owner_messages(world: MattermostStack, root: str) -> list[str]:
-    log = (world.session_dir(root) / proto.LOG_FILE).read_text()
-    return [r["content"] for r in map(json.loads, log.splitlines()) if r["type"] == "user"]
+    return [r["content"] for r in records(world, root) if r["type"] == "user"]
 
 
-async def model_called(world: MattermostStack, times: int) -> None:
-    await world.until(lambda: len(world.stack.model.requests) >= times, f"model call {times}")
+async def loopd_recorded(world: MattermostStack, root: str, kind: str) -> None:
+    """Wait until loopd has recorded a `kind` record in the thread's session: the turn is
+    under way in loopd, and the model is called next."""
+    await world.until(
+        lambda: any(r["type"] == kind for r in records(world, root)), f"a {kind} record"
+    )
 
 
 async def test_the_stream_dropped_mid_turn_loses_no_post_and_repeats_no_reply(
@@ -56,7 +66,7 @@ async def test_the_stream_dropped_mid_turn_loses_no_post_and_repeats_no_reply(
 ) -> None:
     mms.stack.script(Step(text="A slow answer.", delay_s=2.0), Step(text="Second answer."))
     first = mms.says("first")
-    await model_called(mms, 1)
+    await loopd_recorded(mms, first, "user")
     assert mms.mm.drop_websockets() == 1
     second = mms.says("second")  # made while the bridge is reconnecting
     await mms.wait_connected()
@@ -119,7 +129,7 @@ async def test_a_killed_bridge_finishes_the_reply_it_had_started_without_posting
 ) -> None:
     mms.stack.script(Step(text="Thinking… done: the answer is 42.", delay_s=2.0))
     asked = mms.says("what is the answer?")
-    await model_called(mms, 1)
+    await loopd_recorded(mms, asked, "user")
     await mms.kill()
     await mms.start()  # the turn went on in loopd meanwhile; the bridge follows it
     reply = await mms.answered(asked)
@@ -138,7 +148,7 @@ async def test_a_bridge_killed_after_its_reply_post_was_made_edits_that_post(
     asked = mms.says("what tea do I like?")
     [started] = await mms.until(lambda: mms.replies_to(asked), "the reply post's first version")
     assert "tool `recall`" in started.message
-    await model_called(mms, 2)
+    await loopd_recorded(mms, asked, "tool_result")
     await mms.kill()
     await mms.start()
     reply = await mms.answered(asked)

@@ -10,6 +10,7 @@ task, where the bridge's handler never saw it) and a reset cost 30 s per attempt
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from collections.abc import AsyncIterator
@@ -19,6 +20,8 @@ import pytest
 import trio
 from mattermost_stack import MattermostStack, exactly_once, mattermost_stack
 from scripted_model import Step
+
+from mattermostd._outbound import FIRST_PAUSE_S
 
 pytestmark = pytest.mark.slow
 
@@ -95,4 +98,47 @@ async def test_a_loopd_that_does_not_answer_is_waited_for_not_fatal(
         loopd.send_signal(signal.SIGCONT)
     assert (await mms.answered(asked)).message.endswith("Awake again.")
     exactly_once(mms, asked)
+    still_running(mms)
+
+
+DROPS = 6
+PROMPT_S = 15.0
+"""Room for a pause (at most 1 s), a reconnect and a turn on a loaded machine; the
+sixth pause of a backoff that grew across the drops alone is at least 16 s."""
+EDIT = json.dumps({"action": "add", "file": "memory", "text": "Owner drinks green tea."})
+
+
+async def test_drops_soon_after_each_reconnect_keep_the_first_pause(
+    mms: MattermostStack,
+) -> None:
+    # A reconnect that caught up is a success: the next drop, seconds later, is a new
+    # outage. Before issue 30 only a connection that had lived a minute reset the pauses,
+    # so drops a few seconds apart climbed to a minute's pause, and what the owner posted
+    # or decided meanwhile waited that long.
+    for n in range(DROPS - 1):
+        mms.stack.script(Step(text=f"Answer {n}."))
+        assert mms.mm.drop_websockets() == 1
+        dropped = trio.current_time()
+        asked = mms.says(f"question {n}")  # made while the stream is down
+        assert (await mms.answered(asked)).message == f"Answer {n}."  # caught up
+        assert trio.current_time() - dropped < PROMPT_S, f"drop {n + 1}"
+        exactly_once(mms, asked)
+    # the last drop: an approval decided while the stream is down
+    mms.stack.script(Step(tool_calls=[("memory", EDIT)]), Step(text="Saved."))
+    asked = mms.says("remember my tea")
+    approval = await mms.approval(asked)
+    reactions = f"/api/v4/posts/{approval.id}/reactions"
+    await mms.until(  # after its post, the bridge reads the reactions made meanwhile once
+        lambda: any(r.path == reactions for r in mms.mm.requests), "the card's reactions read"
+    )
+    assert mms.mm.drop_websockets() == 1
+    dropped = trio.current_time()
+    mms.react(approval.id, "white_check_mark")
+    await mms.until(lambda: "**Approved** by `owner`" in mms.card(approval), "the decision")
+    assert trio.current_time() - dropped < PROMPT_S, f"drop {DROPS}"
+    assert (await mms.answered(asked)).message.endswith("Saved.")
+    exactly_once(mms, asked)
+    pauses = re.findall(r"trying again in (\d+) s, and then with growing pauses", mms.log())
+    assert len(pauses) == DROPS, mms.log()
+    assert {int(p) for p in pauses} <= {0, int(FIRST_PAUSE_S)}, pauses
     still_running(mms)

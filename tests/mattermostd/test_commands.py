@@ -26,7 +26,7 @@ from mattermostd._commands import (
     parse_command,
     unescaped,
 )
-from mattermostd._inbox import Command, Message, Reader, Revises, Stranger
+from mattermostd._inbox import Command, ForSession, Inbox, Revises, Stranger
 from mattermostd._ledger import Ledger
 from mattermostd._state import OpenApproval, StateStore, session_of
 
@@ -121,21 +121,26 @@ def test_only_the_owners_own_post_is_a_command_or_an_edit(tmp_path: Path) -> Non
     ledger.state.horizon = 0
     ledger.approval_opened(
         OpenApproval(
-            id="ap-k3f9xy", session=session_of(ROOT), call_id="c1", channel_id=DM, root_id=ROOT
+            id="ap-k3f9xy",
+            session=session_of(ROOT),
+            call_id="c1",
+            channel_id=DM,
+            root_id=ROOT,
+            message="boxmaker asks",
         )
     )
     board = Board(ledger)
-    reader = Reader(owner_id=OWNER, bot_id="b" * 26, channels=frozenset({DM}))
-    mine = reader.post(post(message="!remember tea"), ledger.state, board)
+    inbox = Inbox(owner_id=OWNER, bot_id="b" * 26, channels=frozenset({DM}))
+    mine = inbox.post(post(message="!remember tea"), ledger.state, board)
     assert mine == Command(Remember("tea"), post(message="!remember tea"))
-    theirs = reader.post(post(message="!remember tea", user_id=STRANGER), ledger.state, board)
+    theirs = inbox.post(post(message="!remember tea", user_id=STRANGER), ledger.state, board)
     assert isinstance(theirs, Stranger)
-    hooked = reader.post(
+    hooked = inbox.post(
         post(message="!undo --yes", props={"from_webhook": "true"}), ledger.state, board
     )
     assert not isinstance(hooked, Command)
-    revised = reader.post(post(message="edit 9xy: green tea"), ledger.state, board)
+    revised = inbox.post(post(message="edit 9xy: green tea"), ledger.state, board)
     assert revised == Revises("ap-k3f9xy", "green tea", post(message="edit 9xy: green tea"))
-    escaped = reader.post(post(message="!!remember is a verb"), ledger.state, board)
-    assert isinstance(escaped, Message)
+    escaped = inbox.post(post(message="!!remember is a verb"), ledger.state, board)
+    assert isinstance(escaped, ForSession)
     assert escaped.inflight.text == "!remember is a verb"

@@ -13,19 +13,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mattermostd._answers import (
-    Decision,
-)
+from mattermostd._answers import OwnerApproves, OwnerDenies
 from mattermostd._api import Post, Reaction
 from mattermostd._board import Board
 from mattermostd._inbox import (
     INTEGRATION_PROPS,
     Answers,
     Empty,
+    ForSession,
     Ignored,
+    Inbox,
     Integration,
-    Message,
-    Reader,
     Stranger,
     Unconfirmed,
 )
@@ -63,8 +61,8 @@ def ledger(tmp_path: Path) -> Ledger:
 
 
 @pytest.fixture
-def reader() -> Reader:
-    return Reader(owner_id=OWNER, bot_id=BOT, channels=frozenset({DM}))
+def inbox() -> Inbox:
+    return Inbox(owner_id=OWNER, bot_id=BOT, channels=frozenset({DM}))
 
 
 def open_approval(ledger: Ledger, **fields: Any) -> OpenApproval:
@@ -74,6 +72,8 @@ def open_approval(ledger: Ledger, **fields: Any) -> OpenApproval:
         "call_id": "call_1",
         "channel_id": DM,
         "root_id": ROOT,
+        "message": "boxmaker asks",
+        "arguments": '{"action":"add","file":"memory","text":"tea"}',
     }
     values.update(fields)
     approval = OpenApproval(**values)
@@ -84,14 +84,14 @@ def open_approval(ledger: Ledger, **fields: Any) -> OpenApproval:
 # -- the inbox ---------------------------------------------------------------------------
 
 
-def test_an_owner_post_is_a_message_for_its_threads_session(reader: Reader, ledger: Ledger) -> None:
-    meaning = reader.post(post(root_id=ROOT), ledger.state, Board(ledger))
-    assert isinstance(meaning, Message)
+def test_an_owner_post_is_a_message_for_its_threads_session(inbox: Inbox, ledger: Ledger) -> None:
+    meaning = inbox.post(post(root_id=ROOT), ledger.state, Board(ledger))
+    assert isinstance(meaning, ForSession)
     assert meaning.inflight.session == f"mm-{ROOT}"
     assert meaning.inflight.root_id == ROOT
     assert not meaning.approval_waiting
-    top = reader.post(post(id="q" * 26), ledger.state, Board(ledger))
-    assert isinstance(top, Message)
+    top = inbox.post(post(id="q" * 26), ledger.state, Board(ledger))
+    assert isinstance(top, ForSession)
     assert top.inflight.session == session_of("q" * 26)  # a new thread: its own session
 
 
@@ -113,44 +113,44 @@ def test_an_owner_post_is_a_message_for_its_threads_session(reader: Reader, ledg
     ],
 )
 def test_what_a_post_means(
-    reader: Reader, ledger: Ledger, fields: dict[str, Any], kind: type
+    inbox: Inbox, ledger: Ledger, fields: dict[str, Any], kind: type
 ) -> None:
     ledger.state.horizon = 100
-    assert isinstance(reader.post(post(**fields), ledger.state, Board(ledger)), kind)
+    assert isinstance(inbox.post(post(**fields), ledger.state, Board(ledger)), kind)
 
 
-def test_a_post_known_to_the_ledger_is_not_read_again(reader: Reader, ledger: Ledger) -> None:
-    first = reader.post(post(), ledger.state, Board(ledger))
-    assert isinstance(first, Message)
+def test_a_post_known_to_the_ledger_is_not_read_again(inbox: Inbox, ledger: Ledger) -> None:
+    first = inbox.post(post(), ledger.state, Board(ledger))
+    assert isinstance(first, ForSession)
     ledger.accept(first.inflight)
-    assert isinstance(reader.post(post(), ledger.state, Board(ledger)), Ignored)
+    assert isinstance(inbox.post(post(), ledger.state, Board(ledger)), Ignored)
     ledger.answered(first.inflight)
-    assert isinstance(reader.post(post(), ledger.state, Board(ledger)), Ignored)
+    assert isinstance(inbox.post(post(), ledger.state, Board(ledger)), Ignored)
 
 
 def test_a_yes_naming_the_cards_code_in_a_thread_with_a_waiting_approval_answers_it(
-    reader: Reader, ledger: Ledger
+    inbox: Inbox, ledger: Ledger
 ) -> None:
     open_approval(ledger)  # ap-k3f9xy: its card's code is "9xy"
     board = Board(ledger)
     said = post(root_id=ROOT, message="yes 9xy")
-    assert reader.post(said, ledger.state, board) == Answers(
-        "ap-k3f9xy", Decision(approve=True), "a reply", said
+    assert inbox.post(said, ledger.state, board) == Answers(
+        "ap-k3f9xy", OwnerApproves(), "a reply", said
     )
-    no = reader.post(post(root_id=ROOT, message="no 9xy: not that"), ledger.state, board)
+    no = inbox.post(post(root_id=ROOT, message="no 9xy: not that"), ledger.state, board)
     assert isinstance(no, Answers)
-    assert no.decision == Decision(approve=False, reason="not that")
-    bare = reader.post(post(root_id=ROOT, message="yes"), ledger.state, board)
+    assert no.answer == OwnerDenies("not that")
+    bare = inbox.post(post(root_id=ROOT, message="yes"), ledger.state, board)
     assert isinstance(bare, Unconfirmed)  # a plugin's canned "yes" in the owner's name
-    more = reader.post(post(root_id=ROOT, message="yes 9xy, but shorter"), ledger.state, board)
-    assert isinstance(more, Message)  # words for the model, not a decision
+    more = inbox.post(post(root_id=ROOT, message="yes 9xy, but shorter"), ledger.state, board)
+    assert isinstance(more, ForSession)  # words for the model, not a decision
     assert more.approval_waiting
-    elsewhere = reader.post(post(root_id="q" * 26, message="yes 9xy"), ledger.state, board)
-    assert isinstance(elsewhere, Message)  # no approval waits in that thread
+    elsewhere = inbox.post(post(root_id="q" * 26, message="yes 9xy"), ledger.state, board)
+    assert isinstance(elsewhere, ForSession)  # no approval waits in that thread
 
 
 def test_only_the_owners_check_or_cross_on_a_waiting_approval_decides(
-    reader: Reader, ledger: Ledger
+    inbox: Inbox, ledger: Ledger
 ) -> None:
     approval = open_approval(ledger)
     ledger.approval_post(approval, "h" * 26, part=False)
@@ -158,14 +158,10 @@ def test_only_the_owners_check_or_cross_on_a_waiting_approval_decides(
     board = Board(ledger)
 
     def react(user: str, emoji: str, on: str = "h" * 26) -> object:
-        return reader.reaction(Reaction(user_id=user, post_id=on, emoji_name=emoji), board)
+        return inbox.reaction(Reaction(user_id=user, post_id=on, emoji_name=emoji), board)
 
-    assert react(OWNER, "white_check_mark") == Answers(
-        "ap-k3f9xy", Decision(approve=True), "a reaction"
-    )
-    assert react(OWNER, "x", on="t" * 26) == Answers(
-        "ap-k3f9xy", Decision(approve=False), "a reaction"
-    )
+    assert react(OWNER, "white_check_mark") == Answers("ap-k3f9xy", OwnerApproves(), "a reaction")
+    assert react(OWNER, "x", on="t" * 26) == Answers("ap-k3f9xy", OwnerDenies(), "a reaction")
     assert isinstance(react(OWNER, "thumbsup"), Ignored)
     assert isinstance(react(STRANGER, "white_check_mark"), Stranger)
     assert isinstance(react(BOT, "white_check_mark"), Ignored)
@@ -190,21 +186,21 @@ PROPS = st.dictionaries(
     root=st.sampled_from(["", ROOT]),
 )
 def test_only_the_owners_own_hand_is_ever_a_message_or_an_answer(
-    reader: Reader, ledger: Ledger, user: str, props: dict[str, Any], message: str, root: str
+    inbox: Inbox, ledger: Ledger, user: str, props: dict[str, Any], message: str, root: str
 ) -> None:
     if not ledger.state.approvals:
         open_approval(ledger)
-    meaning = reader.post(
+    meaning = inbox.post(
         post(user_id=user, props=props, message=message, root_id=root), ledger.state, Board(ledger)
     )
-    if isinstance(meaning, Message | Answers):
+    if isinstance(meaning, ForSession | Answers):
         assert user == OWNER
         assert not any(props.get(p) not in (None, "", False, "false") for p in INTEGRATION_PROPS)
 
 
-def test_an_edit_is_never_a_message(reader: Reader) -> None:
-    assert reader.edit(post(message="changed")).noted
-    assert not reader.edit(post(user_id=STRANGER)).noted
+def test_an_edit_is_never_a_message(inbox: Inbox) -> None:
+    assert inbox.edit(post(message="changed")).noted
+    assert not inbox.edit(post(user_id=STRANGER)).noted
 
 
 def test_a_session_is_its_threads_root() -> None:
@@ -240,6 +236,8 @@ def test_every_change_is_on_disk_before_the_method_returns(tmp_path: Path) -> No
         lambda: ledger.stranger(STRANGER),
         lambda: open_approval(ledger),
         lambda: ledger.approval_post(ledger.state.approvals["ap-k3f9xy"], "a" * 26, part=False),
+        lambda: ledger.approval_revised(ledger.state.approvals["ap-k3f9xy"], '{"action":"add"}'),
+        lambda: ledger.approval_call(ledger.state.approvals["ap-k3f9xy"], "call_2", "{}"),
         lambda: ledger.approval_decided(ledger.state.approvals["ap-k3f9xy"], "**Approved**"),
         lambda: ledger.approval_closed("ap-k3f9xy"),
         lambda: ledger.unsaid(inflight),

@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 import proto
 from mattermostd._answers import (
-    Decision,
+    OwnerAnswer,
+    OwnerApproves,
+    OwnerDenies,
     bare_decision,
     decision_code,
     parse_decision,
@@ -111,17 +113,17 @@ def test_a_restart_reannounces_with_a_head_line() -> None:
 @pytest.mark.parametrize(
     ("message", "decision"),
     [
-        ("yes 4uy", Decision(approve=True)),
-        ("  Yes 4UY ", Decision(approve=True)),
-        ("y 4uy", Decision(approve=True)),
-        ("YES 4uy!", Decision(approve=True)),
-        ("approve 4uy", Decision(approve=True)),
-        ("no 4uy", Decision(approve=False)),
-        ("No 4uy.", Decision(approve=False)),
-        ("n 4uy", Decision(approve=False)),
-        ("no 4uy because it is wrong", Decision(approve=False, reason="because it is wrong")),
-        ("no 4uy: say it shorter", Decision(approve=False, reason="say it shorter")),
-        ("deny 4uy, not now", Decision(approve=False, reason="not now")),
+        ("yes 4uy", OwnerApproves()),
+        ("  Yes 4UY ", OwnerApproves()),
+        ("y 4uy", OwnerApproves()),
+        ("YES 4uy!", OwnerApproves()),
+        ("approve 4uy", OwnerApproves()),
+        ("no 4uy", OwnerDenies()),
+        ("No 4uy.", OwnerDenies()),
+        ("n 4uy", OwnerDenies()),
+        ("no 4uy because it is wrong", OwnerDenies("because it is wrong")),
+        ("no 4uy: say it shorter", OwnerDenies("say it shorter")),
+        ("deny 4uy, not now", OwnerDenies("not now")),
         ("yes", None),  # no code: a plugin's canned reply in the owner's name could say it
         ("yes 4uz", None),
         ("no because it is wrong", None),
@@ -134,7 +136,7 @@ def test_a_restart_reannounces_with_a_head_line() -> None:
     ],
 )
 def test_yes_and_no_are_read_strictly_with_the_cards_code(
-    message: str, decision: Decision | None
+    message: str, decision: OwnerAnswer | None
 ) -> None:
     assert parse_decision(message, "4uy") == decision
 
@@ -165,7 +167,7 @@ def test_a_decision_is_only_ever_read_from_a_leading_yes_or_no_and_the_code(
         first, second = ([*re.split(r"[\s:,.!-]+", text.strip(), maxsplit=2), "", ""])[:2]
         assert first.lower() in {"yes", "y", "approve", "no", "n", "deny"}
         assert second.lower() == code
-        assert decision.approve == (first.lower() in {"yes", "y", "approve"})
+        assert isinstance(decision, OwnerApproves) == (first.lower() in {"yes", "y", "approve"})
 
 
 def test_the_code_is_on_the_card_and_in_its_frame() -> None:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import trio
@@ -25,7 +26,7 @@ from mattermostd._config import Settings
 from mattermostd._ledger import Ledger
 from mattermostd._outbound import Outbound
 from mattermostd._replies import REPLY_PROP, ReplyPoster
-from mattermostd._state import Inflight, StateStore, session_of
+from mattermostd._state import Inflight, OpenApproval, StateStore, session_of
 from mattermostd._text import card_text
 from mattermostd._turns import TurnRunner
 from proto import (
@@ -48,6 +49,7 @@ DM = "d" * 26
 ROOT = "r" * 26
 SESSION = session_of(ROOT)
 BOT = "b" * 26
+T = TypeVar("T")
 
 
 class MemoryApi(Api):
@@ -134,6 +136,7 @@ class World:
     ledger: Ledger
     board: Board
     runner: TurnRunner
+    approvals: ApprovalPoster
     settings: Settings
     opened: list[str] = field(default_factory=list)
 
@@ -179,7 +182,7 @@ async def world(short_dir: Path, handler: Handler) -> AsyncIterator[World]:
     async with trio.open_nursery() as nursery:
         await nursery.start(serve_stub, s.loop_socket, handler)
         runner.attach(nursery, trio.Event())
-        yield World(api, ledger, board, runner, s)
+        yield World(api, ledger, board, runner, approvals, s)
         nursery.cancel_scope.cancel()
 
 
@@ -198,14 +201,29 @@ def accepted(w: World, text: str = "hello", *, said: bool = False) -> Inflight:
     return inflight
 
 
-async def handled(w: World, post_id: str = "p" * 26) -> None:
+async def until(w: World, condition: Callable[[], T | None]) -> T:
+    """Wait until `condition` (of what the ledger records) holds: checked at each save."""
     with trio.fail_after(20):
-        while post_id not in w.ledger.state.handled:  # noqa: ASYNC110 (the ledger has no event)
-            await trio.sleep(0.01)
+        while not (value := condition()):
+            await w.ledger.changed()
+        return value
+
+
+async def handled(w: World, post_id: str = "p" * 26) -> None:
+    await until(w, lambda: post_id in w.ledger.state.handled)
 
 
 CALL = ToolCall(id="call_7", name="memory", arguments='{"action":"add"}')
 RESULT = ToolResult(call=CALL, status="ok", content="memory.md updated", label=Label())
+PENDING = PendingApproval(
+    id="ap-k3f9xy",
+    session=SESSION,
+    call_id=CALL.id,
+    tool="memory",
+    arguments=CALL.arguments,
+    taint=Label(),
+    time="2026-12-01T10:00:00Z",
+)
 
 
 async def test_a_loopd_slow_to_open_the_session_is_waited_for_and_tried_again(
@@ -266,16 +284,7 @@ async def test_an_approval_is_settled_by_its_call_and_no_other(short_dir: Path) 
                 return SessionOpened(session=SESSION, created=True)
             case Say():
                 await send(ToolCalled(call=CALL))
-                pending = PendingApproval(
-                    id="ap-k3f9xy",
-                    session=SESSION,
-                    call_id=CALL.id,
-                    tool="memory",
-                    arguments=CALL.arguments,
-                    taint=Label(),
-                    time="2026-12-01T10:00:00Z",
-                )
-                await send(ApprovalPending(approval=pending))
+                await send(ApprovalPending(approval=PENDING))
                 await gate.wait()
                 await send(ToolCalled(call=other))
                 # a failed call of its own: settled by it, the approval would say so
@@ -286,15 +295,16 @@ async def test_an_approval_is_settled_by_its_call_and_no_other(short_dir: Path) 
 
     async with world(short_dir, loopd) as w:
         accepted(w)
-        with trio.fail_after(20):
-            while not (approval := w.board.get("ap-k3f9xy")) or not approval.post_ids:  # noqa: ASYNC110
-                await trio.sleep(0.01)
+
+        def posted() -> OpenApproval | None:
+            approval = w.board.get(PENDING.id)
+            return approval if approval is not None and approval.post_ids else None
+
+        approval = await until(w, posted)
         assert approval.call_id == CALL.id
         gate.set()
         await handled(w)
-        with trio.fail_after(20):
-            while w.board.get("ap-k3f9xy") is not None:  # noqa: ASYNC110
-                await trio.sleep(0.01)
+        await until(w, lambda: w.board.get(PENDING.id) is None)
         head = w.api.posts[approval.post_ids[0]]
         assert (card_text(head.props) or "").endswith("The call ran.")
 
@@ -320,3 +330,23 @@ async def test_a_post_enqueued_twice_is_answered_by_one_turn(short_dir: Path) ->
         assert says == ["hello"]
         [reply] = w.api.replies()
         assert reply.message == "once"
+
+
+async def test_an_approval_read_from_a_version_1_file_learns_its_call_when_posted_again(
+    short_dir: Path,
+) -> None:
+    # A bridge before call ids recorded none: brokerd's listing after a restart says it,
+    # and from then on the call's result settles the approval.
+    async def loopd(request: Message, send: Send) -> Message | None:
+        raise AssertionError(request)
+
+    async with world(short_dir, loopd) as w:
+        legacy = OpenApproval(
+            id=PENDING.id, session=SESSION, channel_id=DM, root_id=ROOT, message="asks"
+        )
+        w.ledger.approval_opened(legacy)
+        assert w.board.of_call(SESSION, CALL.id) is None
+        await w.approvals.announce(PENDING, DM, again=True)
+        assert w.board.of_call(SESSION, CALL.id) is legacy
+        assert legacy.arguments == CALL.arguments
+        assert StateStore(short_dir / "state.json").load(now_ms=0) == w.ledger.state

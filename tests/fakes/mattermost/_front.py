@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -30,9 +31,12 @@ class _Relay:
 class Front:
     """The listener on the public port and the relays it made."""
 
-    def __init__(self, nursery: trio.Nursery, backend_port: int) -> None:
+    def __init__(
+        self, nursery: trio.Nursery, backend_port: int, changed: Callable[[], None] = lambda: None
+    ) -> None:
         self._nursery = nursery
         self._backend_port = backend_port
+        self._changed = changed
         self._accepting: trio.CancelScope | None = None
         self._relays: set[_Relay] = set()
         self.port = 0
@@ -114,6 +118,7 @@ class Front:
                                 socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
                             )
                             self.upgrades_reset += 1
+                            self._changed()
                             break
                 await sink.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):

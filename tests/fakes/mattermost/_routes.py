@@ -75,11 +75,19 @@ class Recorded:
 class Api:
     """The routes over a store and a hub."""
 
-    def __init__(self, store: Store, hub: Hub, limiter: RateLimiter) -> None:
+    def __init__(
+        self,
+        store: Store,
+        hub: Hub,
+        limiter: RateLimiter,
+        answered: Callable[[], None] = lambda: None,
+    ) -> None:
         self.store = store
         self.hub = hub
         self.limiter = limiter
         self.requests: list[Recorded] = []
+        self._answered = answered
+        """Called after each request is answered (and recorded)."""
         self.lose_answers: list[tuple[str, str, bytes]] = []
         """(method, path, a part of the body) of requests to do and then answer 500, as a
         server whose answer was lost after it committed (one each)."""
@@ -128,9 +136,9 @@ class Api:
                     }
                 )
                 await send({"type": "websocket.http.response.body", "body": b"limit exceeded\n"})
-                self.requests.append(Recorded("GET", path, 429))
+                self._record(Recorded("GET", path, 429))
             elif path.rstrip("/") == "/api/v4/websocket":
-                self.requests.append(Recorded("GET", path, 101))
+                self._record(Recorded("GET", path, 101))
                 await serve_websocket(self.hub, scope, receive, send)
             else:
                 await receive()
@@ -159,7 +167,7 @@ class Api:
         headers += verdict.headers
         if verdict.limited:
             await _respond(send, 429, b"limit exceeded\n", headers, b"text/plain; charset=utf-8")
-            self.requests.append(Recorded(method, path, 429))
+            self._record(Recorded(method, path, 429))
             return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         request = Request(method, path, query, body)
@@ -178,7 +186,11 @@ class Api:
         await _respond(
             send, status, msgspec.json.encode(payload) if payload is not None else b"", headers
         )
-        self.requests.append(Recorded(method, path, status))
+        self._record(Recorded(method, path, status))
+
+    def _record(self, request: Recorded) -> None:
+        self.requests.append(request)
+        self._answered()
 
     def _dispatch(self, scope: Scope, request: Request) -> tuple[int, Any]:
         if not request.path.startswith("/api/v4/"):

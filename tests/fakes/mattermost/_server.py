@@ -46,15 +46,24 @@ class FakeMattermost:
         self.store = Store(publish=self._publish)
         self.hub = Hub(self.store, changed=self._notify)
         self.limiter = RateLimiter()
-        self.api = Api(self.store, self.hub, self.limiter)
+        self.api = Api(self.store, self.hub, self.limiter, answered=self._notify)
+        self._watchers: list[Callable[[], object]] = []
         self._front: Front | None = None
         self._shutdown = trio.Event()
 
     def _notify(self) -> None:
         self._changed.unpark_all()
+        for watcher in self._watchers:
+            watcher()
 
     def _publish(self, event: WsEvent) -> None:
         self.hub.publish(event)
+        self._notify()
+
+    def watch(self, changed: Callable[[], object]) -> None:
+        """Call `changed` at each change a test could wait for: a request answered, an event
+        published, a WebSocket opened or closed, an upgrade refused or reset."""
+        self._watchers.append(changed)
 
     @property
     def front(self) -> Front:
@@ -88,7 +97,7 @@ class FakeMattermost:
             partial(serve, app, config, shutdown_trigger=self._shutdown.wait)
         )
         backend_port = int(binds[0].rsplit(":", 1)[1])
-        self._front = Front(self._nursery, backend_port)
+        self._front = Front(self._nursery, backend_port, changed=self._notify)
         await self._front.open()
 
     async def _stop(self) -> None:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 __all__ = [
     "APPROVE_EMOJI",
     "DENY_EMOJI",
-    "Decision",
+    "OwnerAnswer",
+    "OwnerApproves",
+    "OwnerDenies",
     "bare_decision",
     "decision_code",
     "parse_decision",
@@ -35,11 +37,19 @@ def decision_code(approval_id: str) -> str:
 
 
 @dataclass(frozen=True)
-class Decision:
-    """The owner's answer to an approval."""
+class OwnerApproves:
+    """The owner approves (a yes takes no reason: "yes 4uy, but…" is words for the model)."""
 
-    approve: bool
+
+@dataclass(frozen=True)
+class OwnerDenies:
+    """The owner denies, maybe saying why."""
+
     reason: str | None = None
+
+
+OwnerAnswer = OwnerApproves | OwnerDenies
+"""The owner's answer to an approval, by a reply or a reaction."""
 
 
 _DECISION = re.compile(
@@ -49,7 +59,7 @@ _DECISION = re.compile(
 _CODE = re.compile(r"^(?P<code>[a-z0-9]{3})(?=$|[\s:,.!-])[\s:,.!-]*(?P<reason>.*)$", re.I | re.S)
 
 
-def parse_decision(message: str, code: str) -> Decision | None:
+def parse_decision(message: str, code: str) -> OwnerAnswer | None:
     """`yes CODE` / `no CODE [reason]` (and `y`, `approve`, `n`, `deny`), else None.
 
     The code is the one on the approval's card (`decision_code`): a reply in the owner's
@@ -63,11 +73,10 @@ def parse_decision(message: str, code: str) -> Decision | None:
     coded = _CODE.match(match["rest"])
     if coded is None or coded["code"].lower() != code.lower():
         return None
-    approve = match["word"].lower() in ("yes", "y", "approve")
     reason = coded["reason"].strip() or None
-    if approve and reason is not None:
-        return None
-    return Decision(approve=approve, reason=reason)
+    if match["word"].lower() in ("no", "n", "deny"):
+        return OwnerDenies(reason)
+    return OwnerApproves() if reason is None else None
 
 
 _REVISION = re.compile(r"^\s*edit\s+(?P<code>[a-z0-9]{3})\s*:\s*(?P<text>.*?)\s*$", re.I | re.S)

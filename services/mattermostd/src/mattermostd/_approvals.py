@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import assert_never
+
+from msgspec import UNSET, UnsetType
 
 import entries
 import proto
@@ -31,15 +34,13 @@ from proto import (
     ToolResult,
 )
 
-from ._answers import (
-    Decision,
-)
+from ._answers import OwnerAnswer, OwnerApproves, OwnerDenies
 from ._api import Post, Reaction, Rejected
 from ._board import Board
 from ._config import Settings
 from ._ledger import Ledger
 from ._outbound import Outbound
-from ._state import OpenApproval, thread_of
+from ._state import DecidedInMattermost, OpenApproval, Undecided, thread_of
 from ._text import (
     APPROVAL_COLORS,
     DECIDED_ELSEWHERE,
@@ -119,6 +120,8 @@ class ApprovalPoster:
             )
             self.ledger.approval_opened(known)
         else:
+            if known.call_id is UNSET or known.arguments is UNSET:  # read from a version 1 file
+                self.ledger.approval_call(known, approval.call_id, approval.arguments)
             await self.out.retrying(lambda: self._adopt(known, approval))
             if known.post_ids and not again:
                 return
@@ -127,10 +130,16 @@ class ApprovalPoster:
         for part in parts:
             post = await self._card(channel, root, approval.id, part)
             self.ledger.approval_post(known, post.id, part=True)
-        if again and known.revised:  # the owner's version waits for their yes: say it again
-            text = revision_message(known.id, known.revised)
-            post = await self._card(channel, root, approval.id, text)
-            self.ledger.approval_post(known, post.id, part=True)
+        match known.status:
+            case Undecided(revised=str(revised)) if again:
+                # the owner's version waits for their yes: say it again
+                text = revision_message(known.id, revised)
+                post = await self._card(channel, root, approval.id, text)
+                self.ledger.approval_post(known, post.id, part=True)
+            case Undecided() | DecidedInMattermost():
+                pass
+            case _:
+                assert_never(known.status)
         # The owner may have reacted before the bridge knew a post's id (its create was
         # answered late, or found again after a lost answer): the stream's event was not
         # recognised then.
@@ -172,30 +181,51 @@ class ApprovalPoster:
     # -- 2. decided ----------------------------------------------------------------------
 
     async def decide(
-        self, approval_id: str, decision: Decision, *, how: str, post: str | None = None
+        self, approval_id: str, answer: OwnerAnswer, *, how: str, post: str | None = None
     ) -> None:
         """Send the owner's decision to brokerd and say it on the approval's head.
 
         `post` is the reply or card that decided, for the audit's record of where.
         """
         approval = self.board.get(approval_id)
-        if approval is None or approval.decided or not self.board.start_deciding(approval_id):
+        if approval is None:
             return
-        try:
-            await self._decide(approval, decision, how, post)
-        finally:
-            self.board.done_deciding(approval_id)
+        match approval.status:
+            case Undecided(revised=revised):
+                if not self.board.start_deciding(approval_id):
+                    return
+                try:
+                    await self._decide(approval, revised, answer, how, post)
+                finally:
+                    self.board.done_deciding(approval_id)
+            case DecidedInMattermost():
+                return
+            case _:
+                assert_never(approval.status)
 
     async def _decide(
-        self, approval: OpenApproval, decision: Decision, how: str, post: str | None
+        self,
+        approval: OpenApproval,
+        revised: str | UnsetType,
+        answer: OwnerAnswer,
+        how: str,
+        post: str | None,
     ) -> None:
         surface = Surface(via="mattermost", user=self.s.owner_name, post=post)
+        reason: str | None
+        match answer:
+            case OwnerApproves():
+                approve, reason = True, None
+            case OwnerDenies(reason=reason):
+                approve = False
+            case _:
+                assert_never(answer)
         request = ApprovalDecide(
             id=approval.id,
-            approve=decision.approve,
-            reason=decision.reason,
+            approve=approve,
+            reason=reason,
             surface=surface,
-            **({"arguments": approval.revised} if approval.revised and decision.approve else {}),
+            **({"arguments": revised} if revised is not UNSET and approve else {}),
         )
         try:
             await proto.call(self.s.broker_socket, request, Ok, deadline_s=self.s.call_timeout_s)
@@ -215,15 +245,15 @@ class ApprovalPoster:
             )
             return
         else:
-            word = "Approved" if decision.approve else "Denied"
-            if decision.approve and approval.revised:
+            word = "Approved" if approve else "Denied"
+            if approve and revised is not UNSET:
                 word = "Approved with your changes"
-            reason = f", reason {outcome_span(decision.reason)}" if decision.reason else ""
+            said = f", reason {outcome_span(reason)}" if reason else ""
             text = (
                 f"**{word}** by {proto.code_span(self.s.owner_name)} in Mattermost "
-                f"({how}{reason}), {proto.utc_stamp()}."
+                f"({how}{said}), {proto.utc_stamp()}."
             )
-            color = APPROVAL_COLORS["approved" if decision.approve else "denied"]
+            color = APPROVAL_COLORS["approved" if approve else "denied"]
             log.info("approval %s %s from Mattermost", approval.id, word.lower())
         self.ledger.approval_decided(approval, text)
         await self._show(approval, text, color)
@@ -244,9 +274,16 @@ class ApprovalPoster:
         `yes CODE` then approves that version, not the model's.
         """
         approval = self.board.get(approval_id)
-        if approval is None or approval.decided:
+        if approval is None:
             return
-        mine = entries.with_text(approval.arguments, text)
+        match approval.status:
+            case Undecided():
+                pass
+            case DecidedInMattermost():
+                return
+            case _:
+                assert_never(approval.status)
+        mine = None if approval.arguments is UNSET else entries.with_text(approval.arguments, text)
         if mine is None:
             await self.out.post(approval.channel_id, approval.root_id, not_editable(approval.id))
             return
@@ -288,7 +325,13 @@ class ApprovalPoster:
         else:
             ran = f"The call ended in an error: {outcome_span(result.content)}"
             color = "closed"
-        decided = approval.decided or "**Decided outside Mattermost** (bxctl, or it timed out)."
+        match approval.status:
+            case DecidedInMattermost(text=decided):
+                pass
+            case Undecided():
+                decided = "**Decided outside Mattermost** (bxctl, or it timed out)."
+            case _:
+                assert_never(approval.status)
         await self._show(approval, f"{decided}\n{ran}", APPROVAL_COLORS[color])
 
     # -- 4. after a restart, or a turn that ended without their results ------------------
@@ -317,10 +360,13 @@ class ApprovalPoster:
         """An approval brokerd no longer waits on, whose call's result the bridge missed."""
         if self.ledger.approval_closed(approval.id) is None:
             return
-        if approval.decided:
-            outcome = f"{approval.decided}\nThe reply in this thread says what became of the call."
-        else:
-            outcome = otherwise
+        match approval.status:
+            case DecidedInMattermost(text=decided):
+                outcome = f"{decided}\nThe reply in this thread says what became of the call."
+            case Undecided():
+                outcome = otherwise
+            case _:
+                assert_never(approval.status)
         await self._show(approval, outcome, APPROVAL_COLORS["closed"])
 
     async def close_gone(self, session: str) -> None:

@@ -8,10 +8,12 @@ or after it. The board holds no I/O; what it knows persists in the ledger.
 
 from __future__ import annotations
 
+from typing import assert_never
+
 import trio
 
 from ._ledger import Ledger
-from ._state import OpenApproval
+from ._state import DecidedInMattermost, OpenApproval, Undecided
 
 __all__ = ["Board"]
 
@@ -42,8 +44,15 @@ class Board:
     def waiting_in(self, root_id: str) -> OpenApproval | None:
         """The approval of the thread `root_id` still waiting for the owner's decision."""
         for approval in self._ledger.state.approvals.values():
-            if approval.root_id == root_id and not approval.decided:
-                return approval
+            if approval.root_id != root_id:
+                continue
+            match approval.status:
+                case Undecided():
+                    return approval
+                case DecidedInMattermost():
+                    pass
+                case _:
+                    assert_never(approval.status)
         return None
 
     def of_call(self, session: str, call_id: str) -> OpenApproval | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import assert_never
 
 import trio
@@ -40,11 +41,11 @@ from ._inbox import (
     Answers,
     Command,
     Empty,
+    ForSession,
     Ignored,
+    Inbox,
     Integration,
     Meaning,
-    Message,
-    Reader,
     Revises,
     Stranger,
     Unconfirmed,
@@ -62,8 +63,6 @@ log = logging.getLogger("mattermostd")
 
 FUTURE_NOTE_MS = 60_000
 """A post dated more than this after the server's time is said in the log."""
-HEALTHY_S = 60.0
-"""A connection that lasted this long resets the reconnect pause."""
 WAITING_NOTE = (
     "An approval is waiting in this thread: reply **yes {code}** or **no {code}** (a reason "
     "may follow), or react :white_check_mark: or :x: on its card. Your message is answered "
@@ -89,7 +88,7 @@ class Bridge:
             ReplyPoster(self.out, self.ledger, settings.update_s, self._typing),
         )
         self.desk = Desk(settings, self.out)
-        self.reader = Reader(owner_id=settings.owner_id, bot_id="", channels=frozenset())
+        self.inbox = Inbox(owner_id=settings.owner_id, bot_id="", channels=frozenset())
         self.stream: Stream | None = None
         self.connected = trio.Event()
         """Set each time the stream is live and caught up."""
@@ -115,25 +114,30 @@ class Bridge:
             await self.api.aclose()
 
     async def _connection_loop(self) -> None:
+        """Connect, and again after each failure, with pauses from one backoff.
+
+        A connection that said hello and caught up is a success and resets the pauses: a
+        drop soon after it is a new outage, not the old one going on. (A reset only after
+        a connection had lived a minute let drops a few seconds apart climb to 60 s
+        pauses, and the owner's reply or decision made meanwhile waited that long.)
+        """
         backoff = proto.Backoff(FIRST_PAUSE_S, LONGEST_PAUSE_S)
         while True:
-            started = trio.current_time()
             try:
-                await self._connect_once()
+                await self._connect_once(caught_up=backoff.reset)
             except* ServerTrouble as group:
-                if trio.current_time() - started > HEALTHY_S:
-                    backoff.reset()
                 self._outage.failed(str(_first(group)), backoff.next())
                 self.stream = None
                 self.connected = trio.Event()
                 await trio.sleep(self._outage.wait_s)
 
-    async def _connect_once(self) -> None:
+    async def _connect_once(self, *, caught_up: Callable[[], None]) -> None:
+        """One connection, until it fails; `caught_up` once it is live and caught up."""
         me = await self.api.me()
         self.out.bot_id = me.id
         direct = await self.api.direct_channel(me.id, self.s.owner_id)
         channels = {direct.id} | ({self.s.channel} if self.s.channel else set())
-        self.reader = Reader(self.s.owner_id, me.id, frozenset(channels))
+        self.inbox = Inbox(self.s.owner_id, me.id, frozenset(channels))
         async with open_stream(self.s.url, self._token, timeout_s=self.s.timeout_s) as stream:
             send, events = trio.open_memory_channel[StreamEvent](math.inf)
             async with trio.open_nursery() as connection:
@@ -148,6 +152,7 @@ class Bridge:
                     await self.approvals.reactions_on(approval)
                 self.stream = stream
                 self.connected.set()
+                caught_up()
                 log.info(
                     "connected to %s as %s; listening to %s%s",
                     self.s.url,
@@ -184,28 +189,28 @@ class Bridge:
                 await self._post(post)
                 self.ledger.checkpoint()
             case PostEdited(post=post):
-                self._note(self.reader.edit(post))
+                self._note(self.inbox.edit(post))
             case ReactionAdded(reaction=reaction):
                 await self._reaction(reaction)
             case _:
                 assert_never(event)
 
     async def _post(self, post: Post) -> None:
-        if post.channel_id in self.reader.channels:
+        if post.channel_id in self.inbox.channels:
             self._saw(post)
-        meaning = self.reader.post(post, self.ledger.state, self.board)
+        meaning = self.inbox.post(post, self.ledger.state, self.board)
         match meaning:
-            case Message(inflight=inflight, approval_waiting=waiting):
+            case ForSession(inflight=inflight, approval_waiting=waiting):
                 self.ledger.accept(inflight)
                 if (approval := self.board.waiting_in(inflight.root_id)) and waiting:
                     note = WAITING_NOTE.format(code=decision_code(approval.id))
                     await self.out.post(inflight.channel_id, inflight.root_id, note)
                 self.turns.enqueue(inflight)
-            case Answers(approval_id=approval_id, decision=decision, how=how, post=reply):
+            case Answers(approval_id=approval_id, answer=answer, how=how, post=reply):
                 if reply is not None:
                     self.ledger.handled(reply.id, reply.create_at)
-                answer = reply.id if reply is not None else None
-                await self.approvals.decide(approval_id, decision, how=how, post=answer)
+                where = reply.id if reply is not None else None
+                await self.approvals.decide(approval_id, answer, how=how, post=where)
             case Command(command=command, post=asked):
                 self.ledger.handled(asked.id, asked.create_at)
                 self.turns.soon(self.desk.run, command, asked)
@@ -248,10 +253,10 @@ class Bridge:
         self.ledger.saw(post.channel_id, min(post.update_at, now))
 
     async def _reaction(self, reaction: Reaction) -> None:
-        meaning = self.reader.reaction(reaction, self.board)
+        meaning = self.inbox.reaction(reaction, self.board)
         if isinstance(meaning, Answers):
             await self.approvals.decide(
-                meaning.approval_id, meaning.decision, how=meaning.how, post=reaction.post_id
+                meaning.approval_id, meaning.answer, how=meaning.how, post=reaction.post_id
             )
         else:
             self._note(meaning)
@@ -311,7 +316,7 @@ class Bridge:
         except Rejected as exc:  # the thread is gone
             log.info("the thread of %s is gone (%s); its approval is not posted again", root, exc)
             return None
-        return post.channel_id if post.channel_id in self.reader.channels else None
+        return post.channel_id if post.channel_id in self.inbox.channels else None
 
 
 async def _cancel_on(event: trio.Event, scope: trio.CancelScope) -> None:

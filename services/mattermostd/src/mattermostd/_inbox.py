@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import assert_never
 
 import entries
 
 from ._answers import (
     APPROVE_EMOJI,
     DENY_EMOJI,
-    Decision,
+    OwnerAnswer,
+    OwnerApproves,
+    OwnerDenies,
     bare_decision,
     decision_code,
     parse_decision,
@@ -26,18 +29,18 @@ from ._answers import (
 )
 from ._api import Post, Reaction
 from ._board import Board
-from ._state import Inflight, State, session_of
+from ._state import DecidedInMattermost, Inflight, State, Undecided, session_of
 
 __all__ = [
     "INTEGRATION_PROPS",
     "Answers",
     "Command",
     "Empty",
+    "ForSession",
     "Ignored",
+    "Inbox",
     "Integration",
     "Meaning",
-    "Message",
-    "Reader",
     "Revises",
     "Stranger",
     "Unconfirmed",
@@ -79,7 +82,7 @@ class Answers:
     """The owner's decision on a waiting approval, by a reply or a reaction."""
 
     approval_id: str
-    decision: Decision
+    answer: OwnerAnswer
     how: str
     post: Post | None = None
     """The reply that decided (handled at once), or None for a reaction."""
@@ -123,7 +126,7 @@ class Empty:
 
 
 @dataclass(frozen=True)
-class Message:
+class ForSession:
     """An owner post for its thread's session; `approval_waiting` if one waits there."""
 
     inflight: Inflight
@@ -131,7 +134,15 @@ class Message:
 
 
 Meaning = (
-    Ignored | Stranger | Integration | Answers | Unconfirmed | Command | Revises | Empty | Message
+    Ignored
+    | Stranger
+    | Integration
+    | Answers
+    | Unconfirmed
+    | Command
+    | Revises
+    | Empty
+    | ForSession
 )
 
 
@@ -141,8 +152,8 @@ def by_integration(post: Post) -> bool:
 
 
 @dataclass(frozen=True)
-class Reader:
-    """Reads events for one bridge: who the owner and the bot are, which channels count."""
+class Inbox:
+    """What each event means to one bridge: who the owner and the bot are, which channels count."""
 
     owner_id: str
     bot_id: str
@@ -173,9 +184,9 @@ class Reader:
             revised = parse_revision(post.message, decision_code(waiting.id))
             if revised is not None:
                 return Revises(waiting.id, revised, post)
-            decision = parse_decision(post.message, decision_code(waiting.id))
-            if decision is not None:
-                return Answers(waiting.id, decision, "a reply", post)
+            answer = parse_decision(post.message, decision_code(waiting.id))
+            if answer is not None:
+                return Answers(waiting.id, answer, "a reply", post)
             if bare_decision(post.message):
                 return Unconfirmed(waiting.id, post)
         if not post.message.strip():
@@ -188,7 +199,7 @@ class Reader:
             text=parsed.text,
             create_at=post.create_at,
         )
-        return Message(inflight, approval_waiting=waiting is not None)
+        return ForSession(inflight, approval_waiting=waiting is not None)
 
     def edit(self, post: Post) -> Ignored:
         """An edit is never a new message: boxmaker answers what was first said."""
@@ -208,10 +219,15 @@ class Reader:
             return Ignored("the bridge's own reaction")
         if reaction.user_id != self.owner_id:
             return Stranger(reaction.user_id, "a reaction")
-        if approval.decided:
-            return Ignored("the approval was decided already")
+        match approval.status:
+            case DecidedInMattermost():
+                return Ignored("the approval was decided already")
+            case Undecided():
+                pass
+            case _:
+                assert_never(approval.status)
         if reaction.emoji_name in APPROVE_EMOJI:
-            return Answers(approval.id, Decision(approve=True), "a reaction")
+            return Answers(approval.id, OwnerApproves(), "a reaction")
         if reaction.emoji_name in DENY_EMOJI:
-            return Answers(approval.id, Decision(approve=False), "a reaction")
+            return Answers(approval.id, OwnerDenies(), "a reaction")
         return Ignored("a reaction that is not a decision")

@@ -20,14 +20,28 @@ returns, and the callers call it before the step it records:
    before it is shown, and `approval_closed` before the outcome is shown.
 
 A change that needs no order (the place in a channel, an author logged once) is saved
-with it too: the file is small and changes rarely against the turns it protects.
+with it too: the file is small and changes rarely against the turns it protects. Each
+save wakes whoever waits in `changed` (a test waiting for a post to be handled).
 """
 
 from __future__ import annotations
 
 import time
 
-from ._state import HANDLED_DAYS, Inflight, OpenApproval, State, StateStore
+import trio
+
+from ._state import (
+    HANDLED_DAYS,
+    DecidedInMattermost,
+    Inflight,
+    NoReplyPost,
+    OpenApproval,
+    ReplyCreating,
+    ReplyPosted,
+    State,
+    StateStore,
+    Undecided,
+)
 
 __all__ = ["HANDLED_DAYS", "Ledger", "now_ms"]
 
@@ -44,6 +58,7 @@ class Ledger:
         self._store = store
         self.state = State()
         """Read it freely; change it only through the methods below."""
+        self._saved = trio.lowlevel.ParkingLot()
 
     def load(self) -> None:
         """Read the state file (a new one starts from now), dropping old handled ids."""
@@ -52,6 +67,11 @@ class Ledger:
 
     def _save(self) -> None:
         self._store.save(self.state)
+        self._saved.unpark_all()
+
+    async def changed(self) -> None:
+        """Return at the next change (once it is saved)."""
+        await self._saved.park()
 
     # -- posts ---------------------------------------------------------------------------
 
@@ -99,18 +119,17 @@ class Ledger:
 
     def reply_creating(self, inflight: Inflight, pending_post_id: str) -> None:
         """The reply post is about to be created with `pending_post_id`."""
-        inflight.pending_post_id = pending_post_id
+        inflight.reply_post = ReplyCreating(pending_post_id=pending_post_id)
         self._save()
 
     def reply_made(self, inflight: Inflight, reply_id: str) -> None:
         """The reply post exists: later changes edit `reply_id`."""
-        inflight.reply_id = reply_id
+        inflight.reply_post = ReplyPosted(reply_id=reply_id)
         self._save()
 
     def reply_lost(self, inflight: Inflight) -> None:
         """The reply post is gone (deleted in Mattermost): a new one is to be made."""
-        inflight.reply_id = ""
-        inflight.pending_post_id = ""
+        inflight.reply_post = NoReplyPost()
         self._save()
 
     def answered(self, inflight: Inflight) -> None:
@@ -132,12 +151,18 @@ class Ledger:
 
     def approval_decided(self, approval: OpenApproval, text: str) -> None:
         """The owner decided in Mattermost and brokerd took it; `text` says how."""
-        approval.decided = text
+        approval.status = DecidedInMattermost(text=text)
         self._save()
 
     def approval_revised(self, approval: OpenApproval, arguments: str) -> None:
         """The owner's version of the call, checked by brokerd: a yes now approves it."""
-        approval.revised = arguments
+        approval.status = Undecided(revised=arguments)
+        self._save()
+
+    def approval_call(self, approval: OpenApproval, call_id: str, arguments: str) -> None:
+        """The call of an approval read from a state file that did not record it."""
+        approval.call_id = call_id
+        approval.arguments = arguments
         self._save()
 
     def approval_closed(self, approval_id: str) -> OpenApproval | None:

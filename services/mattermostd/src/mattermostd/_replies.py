@@ -14,16 +14,17 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import assert_never
 
 import trio
 
 from ._api import Rejected
 from ._ledger import Ledger, now_ms
 from ._outbound import Outbound
-from ._state import Inflight
+from ._state import Inflight, NoReplyPost, ReplyCreating, ReplyPosted
 from ._text import MAX_POST_CHARS, Reply, split_message
 
-__all__ = ["REPLY_PROP", "UNSAFE_LINKS", "ReplyPoster", "Turn", "Typing"]
+__all__ = ["REPLY_PROP", "UNSAFE_LINKS", "LiveReply", "ReplyPoster", "Typing"]
 
 log = logging.getLogger("mattermostd")
 
@@ -39,8 +40,8 @@ Typing = Callable[[str, str], Awaitable[None]]
 
 
 @dataclass
-class Turn:
-    """One turn being answered: its post, its reply and what the poster showed."""
+class LiveReply:
+    """The reply to one owner post while its turn runs, and what the poster showed of it."""
 
     inflight: Inflight
     reply: Reply = field(default_factory=Reply)
@@ -72,88 +73,100 @@ class ReplyPoster:
         self.update_s = update_s
         self._typing = typing
 
-    async def typing(self, turn: Turn) -> None:
+    async def typing(self, live: LiveReply) -> None:
         """Show typing while the model works, until the turn ends."""
-        while not turn.finished:
-            if turn.thinking:
-                await self._typing(turn.inflight.channel_id, turn.inflight.root_id)
+        while not live.finished:
+            if live.thinking:
+                await self._typing(live.inflight.channel_id, live.inflight.root_id)
             with trio.move_on_after(TYPING_EVERY_S):
-                await turn.ended.wait()
+                await live.ended.wait()
 
-    async def show(self, turn: Turn) -> None:
+    async def show(self, live: LiveReply) -> None:
         """Show the reply as it grows, then the final one; the post is then handled."""
         last = -math.inf
         while True:
-            await turn.changed.wait()
-            turn.changed = trio.Event()
-            finished = turn.finished
+            await live.changed.wait()
+            live.changed = trio.Event()
+            finished = live.finished
             wait = last + self.update_s - trio.current_time()
             if wait > 0:
                 await trio.sleep(wait)
-                finished = turn.finished
-            if turn.reply.empty and not finished:
+                finished = live.finished
+            if live.reply.empty and not finished:
                 continue
             if finished:
                 try:
-                    await self.out.retrying(lambda: self._final(turn))
+                    await self.out.retrying(lambda: self._final(live))
                 except Rejected as exc:
                     log.error(
                         "cannot post the reply to %s (%s); the answer is in session %s",
-                        turn.inflight.post_id,
+                        live.inflight.post_id,
                         exc,
-                        turn.inflight.session,
+                        live.inflight.session,
                     )
-                self.ledger.answered(turn.inflight)
+                self.ledger.answered(live.inflight)
                 return
-            message = turn.reply.message()
+            message = live.reply.message()
             if len(message) > MAX_POST_CHARS:
                 message = message[: MAX_POST_CHARS - 40] + "\n\n_… (continued when finished)_"
-            if message != turn.shown:
+            if message != live.shown:
                 try:
-                    await self.out.retrying(partial(self._show, turn, message))
+                    await self.out.retrying(partial(self._show, live, message))
                 except Rejected as exc:
-                    log.warning("cannot show the reply to %s yet: %s", turn.inflight.post_id, exc)
+                    log.warning("cannot show the reply to %s yet: %s", live.inflight.post_id, exc)
             last = trio.current_time()
 
-    async def _show(self, turn: Turn, message: str) -> None:
-        inflight = turn.inflight
-        if not inflight.reply_id:
-            self.ledger.reply_made(inflight, await self._find_or_create(inflight, message))
-        else:
-            try:
-                await self.out.api.patch_post(inflight.reply_id, message)
-            except Rejected as exc:
-                log.warning("the reply post %s: %s; posting a new one", inflight.reply_id, exc)
-                self.ledger.reply_lost(inflight)
-                self.ledger.reply_made(inflight, await self._find_or_create(inflight, message))
-        turn.shown = message
+    async def _show(self, live: LiveReply, message: str) -> None:
+        inflight = live.inflight
+        match inflight.reply_post:
+            case NoReplyPost() | ReplyCreating() as where:
+                self.ledger.reply_made(
+                    inflight, await self._find_or_create(inflight, where, message)
+                )
+            case ReplyPosted(reply_id=reply_id):
+                try:
+                    await self.out.api.patch_post(reply_id, message)
+                except Rejected as exc:
+                    log.warning("the reply post %s: %s; posting a new one", reply_id, exc)
+                    self.ledger.reply_lost(inflight)
+                    made = await self._find_or_create(inflight, NoReplyPost(), message)
+                    self.ledger.reply_made(inflight, made)
+            case _:
+                assert_never(inflight.reply_post)
+        live.shown = message
 
-    async def _find_or_create(self, inflight: Inflight, message: str) -> str:
-        if inflight.pending_post_id:
-            # A create may have gone through before the bridge stopped: look first.
-            for post in await self.out.own_posts(inflight.root_id):
-                if post.props.get(REPLY_PROP) == inflight.post_id:
-                    await self.out.api.patch_post(post.id, message)
-                    return post.id
-        else:
-            self.ledger.reply_creating(inflight, f"{self.out.bot_id}:{now_ms()}")
+    async def _find_or_create(
+        self, inflight: Inflight, where: NoReplyPost | ReplyCreating, message: str
+    ) -> str:
+        match where:
+            case ReplyCreating(pending_post_id=pending):
+                # A create may have gone through before the bridge stopped: look first.
+                for post in await self.out.own_posts(inflight.root_id):
+                    if post.props.get(REPLY_PROP) == inflight.post_id:
+                        await self.out.api.patch_post(post.id, message)
+                        return post.id
+            case NoReplyPost():
+                pending = f"{self.out.bot_id}:{now_ms()}"
+                self.ledger.reply_creating(inflight, pending)
+            case _:
+                assert_never(where)
         post = await self.out.api.create_post(
             channel_id=inflight.channel_id,
             message=message,
             root_id=inflight.root_id,
-            pending_post_id=inflight.pending_post_id,
+            pending_post_id=pending,
             props={REPLY_PROP: inflight.post_id, **UNSAFE_LINKS},
         )
         return post.id
 
-    async def _final(self, turn: Turn) -> None:
-        parts = split_message(turn.reply.message())
-        if parts[0] != turn.shown or not turn.inflight.reply_id:
-            await self._show(turn, parts[0])
+    async def _final(self, live: LiveReply) -> None:
+        parts = split_message(live.reply.message())
+        if parts[0] != live.shown or not isinstance(live.inflight.reply_post, ReplyPosted):
+            await self._show(live, parts[0])
         for number, part in enumerate(parts[1:], start=2):
             await self.out.post(
-                turn.inflight.channel_id,
-                turn.inflight.root_id,
+                live.inflight.channel_id,
+                live.inflight.root_id,
                 part,
-                props={REPLY_PROP: f"{turn.inflight.post_id}#{number}", **UNSAFE_LINKS},
+                props={REPLY_PROP: f"{live.inflight.post_id}#{number}", **UNSAFE_LINKS},
             )

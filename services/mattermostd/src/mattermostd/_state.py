@@ -10,26 +10,39 @@ matters, and always *before* the step it records is taken:
   dropped); `horizon`: posts created before it are never handled (the bridge's first
   start, or the oldest dropped entry).
 * `inflight`: owner posts accepted and not yet answered, in the order they came; each
-  says whether its `say` may have reached loopd (`said`) and which reply post is its
-  (`reply_id`, or `pending_post_id` while it is being created).
-* `approvals`: approval posts made and not yet settled.
+  says whether its `say` may have reached loopd (`said`) and where its reply post is
+  (`reply_post`: none, being created, or posted).
+* `approvals`: approval posts made and not yet settled, each undecided (maybe with the
+  owner's own version) or decided in Mattermost.
+
+The file says its version. Version 1 (before issue 30) wrote `""` for "absent" and
+fields that together made a state; it is read once, written back as version 2.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import assert_never
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 import proto
 
 __all__ = [
     "HANDLED_DAYS",
+    "ApprovalStatus",
+    "DecidedInMattermost",
     "Inflight",
+    "NoReplyPost",
     "OpenApproval",
+    "ReplyCreating",
+    "ReplyPost",
+    "ReplyPosted",
     "State",
     "StateStore",
+    "Undecided",
     "session_of",
     "thread_of",
 ]
@@ -51,7 +64,31 @@ def thread_of(session: str) -> str | None:
     return session.removeprefix(SESSION_PREFIX) if session.startswith(SESSION_PREFIX) else None
 
 
-class Inflight(msgspec.Struct, kw_only=True):
+class NoReplyPost(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="none"):
+    """No reply post yet, or the one there was is gone (deleted in Mattermost)."""
+
+
+class ReplyCreating(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="creating"):
+    """The reply post is being created with `pending_post_id` (saved before the create).
+
+    The create may have gone through before the bridge stopped: a restarted bridge looks
+    for the post in the thread before making another.
+    """
+
+    pending_post_id: str
+
+
+class ReplyPosted(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="posted"):
+    """The reply post exists: later versions of the reply edit it."""
+
+    reply_id: str
+
+
+ReplyPost = NoReplyPost | ReplyCreating | ReplyPosted
+"""Where an in-flight post's reply post is."""
+
+
+class Inflight(msgspec.Struct, kw_only=True, omit_defaults=True):
     """An owner post accepted for its session, until its reply is final."""
 
     post_id: str
@@ -62,38 +99,57 @@ class Inflight(msgspec.Struct, kw_only=True):
     create_at: int
     said: bool = False
     """Set (and saved) before the `say` is sent: it may have reached loopd."""
-    pending_post_id: str = ""
-    """Set (and saved) before the reply post is created."""
-    reply_id: str = ""
+    reply_post: ReplyPost = msgspec.field(default_factory=NoReplyPost)
 
 
-class OpenApproval(msgspec.Struct, kw_only=True):
+class Undecided(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="undecided"):
+    """The approval waits for the owner's decision."""
+
+    revised: str | UnsetType = UNSET
+    """The owner's version of a memory add or replace (`edit CODE: …`), as brokerd would
+    run it: their yes approves it, not the model's."""
+
+
+class DecidedInMattermost(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="decided"
+):
+    """The owner decided in Mattermost and brokerd took it: nothing more to revise."""
+
+    text: str
+    """What was decided, as the approval's posts say it."""
+
+
+ApprovalStatus = Undecided | DecidedInMattermost
+
+
+class OpenApproval(msgspec.Struct, kw_only=True, omit_defaults=True):
     """An approval the bridge posted, until its call's outcome is shown."""
 
     id: str
     session: str
     channel_id: str
     root_id: str
-    call_id: str = ""
-    """The tool call it decides: the call's `tool_result` settles it."""
+    message: str
+    """The approval post's text, to which the outcome is added."""
+    arguments: str | UnsetType = UNSET
+    """The call's arguments as brokerd asked (the owner's `edit CODE:` starts from them)."""
+    call_id: str | UnsetType = UNSET
+    """The tool call it decides: the call's `tool_result` settles it.
+
+    `call_id` and `arguments` are UNSET only in an approval read from a state file of a
+    bridge that did not record them (version 1 with `""`); both are learnt when brokerd
+    lists the approval again (`Ledger.approval_call`).
+    """
     post_ids: list[str] = msgspec.field(default_factory=list)
     """The approval's posts (one per announcement), each edited to say what was decided."""
     part_ids: list[str] = msgspec.field(default_factory=list)
     """Posts with the rest of arguments too long for one post; a reaction on one counts."""
-    message: str = ""
-    """The approval post's text, to which the outcome is added."""
-    decided: str = ""
-    """What the owner decided from Mattermost, as the post will say it."""
-    arguments: str = ""
-    """The call's arguments as brokerd asked (the owner's `edit CODE:` starts from them)."""
-    revised: str = ""
-    """The owner's version (`edit CODE: …`), as brokerd would run it; a yes applies it."""
+    status: ApprovalStatus = msgspec.field(default_factory=Undecided)
 
 
-class State(msgspec.Struct, kw_only=True):
-    """The whole state file."""
+class State(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="version", tag=2):
+    """The whole state file (version 2; `_StateV1` reads a version 1 file once)."""
 
-    version: int = 1
     horizon: int = 0
     channels: dict[str, int] = msgspec.field(default_factory=dict)
     handled: dict[str, int] = msgspec.field(default_factory=dict)
@@ -126,7 +182,93 @@ class State(msgspec.Struct, kw_only=True):
             self.horizon = max(self.horizon, cutoff)
 
 
-_DECODER = msgspec.json.Decoder(State)
+# -- version 1, as bridges before issue 30 wrote it: `""` for absent, read once ----------
+
+
+class _InflightV1(msgspec.Struct, kw_only=True):
+    post_id: str
+    channel_id: str
+    root_id: str
+    session: str
+    text: str
+    create_at: int
+    said: bool = False
+    pending_post_id: str = ""
+    reply_id: str = ""
+
+    def upgraded(self) -> Inflight:
+        reply_post: ReplyPost
+        if self.reply_id:
+            reply_post = ReplyPosted(reply_id=self.reply_id)
+        elif self.pending_post_id:
+            reply_post = ReplyCreating(pending_post_id=self.pending_post_id)
+        else:
+            reply_post = NoReplyPost()
+        return Inflight(
+            post_id=self.post_id,
+            channel_id=self.channel_id,
+            root_id=self.root_id,
+            session=self.session,
+            text=self.text,
+            create_at=self.create_at,
+            said=self.said,
+            reply_post=reply_post,
+        )
+
+
+class _OpenApprovalV1(msgspec.Struct, kw_only=True):
+    id: str
+    session: str
+    channel_id: str
+    root_id: str
+    call_id: str = ""
+    post_ids: list[str] = msgspec.field(default_factory=list)
+    part_ids: list[str] = msgspec.field(default_factory=list)
+    message: str = ""
+    decided: str = ""
+    arguments: str = ""
+    revised: str = ""
+
+    def upgraded(self) -> OpenApproval:
+        status: ApprovalStatus
+        if self.decided:
+            status = DecidedInMattermost(text=self.decided)
+        else:
+            status = Undecided(revised=self.revised or UNSET)
+        return OpenApproval(
+            id=self.id,
+            session=self.session,
+            channel_id=self.channel_id,
+            root_id=self.root_id,
+            message=self.message,
+            arguments=self.arguments or UNSET,
+            call_id=self.call_id or UNSET,
+            post_ids=self.post_ids,
+            part_ids=self.part_ids,
+            status=status,
+        )
+
+
+class _StateV1(msgspec.Struct, kw_only=True, tag_field="version", tag=1):
+    horizon: int = 0
+    channels: dict[str, int] = msgspec.field(default_factory=dict)
+    handled: dict[str, int] = msgspec.field(default_factory=dict)
+    inflight: list[_InflightV1] = msgspec.field(default_factory=list)
+    approvals: dict[str, _OpenApprovalV1] = msgspec.field(default_factory=dict)
+    strangers: list[str] = msgspec.field(default_factory=list)
+
+    def upgraded(self) -> State:
+        return State(
+            horizon=self.horizon,
+            channels=self.channels,
+            handled=self.handled,
+            inflight=[i.upgraded() for i in self.inflight],
+            approvals={k: a.upgraded() for k, a in self.approvals.items()},
+            strangers=self.strangers,
+        )
+
+
+_DECODER = msgspec.json.Decoder(State | _StateV1)
 
 
 class StateStore:
@@ -150,7 +292,7 @@ class StateStore:
             self.save(state)
             return state
         try:
-            return _DECODER.decode(raw)
+            read = _DECODER.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             aside = self.path.with_name(f"{self.path.name}.damaged-{now_ms}")
             self.path.rename(aside)
@@ -165,6 +307,16 @@ class StateStore:
             state = State(horizon=now_ms)
             self.save(state)
             return state
+        match read:
+            case State():
+                return read
+            case _StateV1():
+                state = read.upgraded()
+                self.save(state)
+                log.info("the state file %s was upgraded from version 1 to 2", self.path)
+                return state
+            case _:
+                assert_never(read)
 
     def save(self, state: State) -> None:
         """Write the state atomically (mode 0600)."""

@@ -33,7 +33,7 @@ from ._approvals import ApprovalPoster
 from ._config import Settings
 from ._ledger import Ledger
 from ._outbound import FIRST_PAUSE_S, LONGEST_PAUSE_S
-from ._replies import ReplyPoster, Turn
+from ._replies import LiveReply, ReplyPoster
 from ._state import Inflight
 from ._text import Reply
 
@@ -106,17 +106,17 @@ class TurnRunner:
         del self._queues[session]
 
     async def _answer(self, inflight: Inflight) -> None:
-        turn = Turn(inflight)
+        live = LiveReply(inflight)
         async with trio.open_nursery() as tasks:
-            tasks.start_soon(self.poster.show, turn)
-            tasks.start_soon(self.poster.typing, turn)
-            await self._run(turn)
-            turn.finish()
+            tasks.start_soon(self.poster.show, live)
+            tasks.start_soon(self.poster.typing, live)
+            await self._run(live)
+            live.finish()
         await self.approvals.close_gone(inflight.session)
 
-    async def _run(self, turn: Turn) -> None:
+    async def _run(self, live: LiveReply) -> None:
         """Say the post (or follow its turn) until its answer or error; loopd may restart."""
-        inflight = turn.inflight
+        inflight = live.inflight
         ref = f"mm:{inflight.post_id}"
         backoff = proto.Backoff(FIRST_PAUSE_S, LONGEST_PAUSE_S)
         while True:
@@ -129,7 +129,7 @@ class TurnRunner:
                     )
                 else:
                     request = TurnFollow(session=inflight.session, ref=ref)
-                if await self._read(turn, request):
+                if await self._read(live, request):
                     return
             except proto.RemoteError as exc:
                 if exc.code == "turn-not-found":
@@ -138,15 +138,15 @@ class TurnRunner:
                 if exc.code == "turn-in-progress":
                     await trio.sleep(backoff.next())
                     continue
-                turn.reply.note = _failure(exc.error)
+                live.reply.note = _failure(exc.error)
                 return
             except proto.CallFailed as exc:
-                if not turn.reply.note:
-                    turn.reply.note = (
+                if not live.reply.note:
+                    live.reply.note = (
                         "_boxmaker is not answering right now (loopd: "
                         f"{proto.code_span(str(exc))}); this message is answered when it is back._"
                     )
-                    turn.update()
+                    live.update()
                 log.warning("loopd for %s: %s; trying again", inflight.session, exc)
                 await trio.sleep(backoff.next())
 
@@ -160,37 +160,37 @@ class TurnRunner:
         if opened.created:
             log.info("new session %s", session)
 
-    async def _read(self, turn: Turn, request: Say | TurnFollow) -> bool:
+    async def _read(self, live: LiveReply, request: Say | TurnFollow) -> bool:
         """One conversation with loopd; True once the turn's outcome is in the reply."""
         async with proto.open_turn(self.s.loop_socket, request) as events:
             # a follow replays the turn from its start: the reply is built again
-            turn.reply = Reply()
+            live.reply = Reply()
             async for item in events:
                 match item:
                     case TurnDone(text=text):
-                        turn.reply.finish(text)
+                        live.reply.finish(text)
                         return True
                     case AssistantText(text=text):
-                        turn.reply.text(text)
-                        turn.thinking = True
+                        live.reply.text(text)
+                        live.thinking = True
                     case ToolCalled(call=call):
-                        turn.reply.called(call)
+                        live.reply.called(call)
                     case ToolResult():
-                        turn.reply.result(item)
-                        turn.thinking = True
-                        self.soon(self.approvals.settle, turn.inflight.session, item)
+                        live.reply.result(item)
+                        live.thinking = True
+                        self.soon(self.approvals.settle, live.inflight.session, item)
                     case ApprovalPending(approval=approval):
-                        turn.thinking = False
-                        turn.reply.waiting()
+                        live.thinking = False
+                        live.reply.waiting()
                         self.soon(
                             self.approvals.announce,
                             approval,
-                            turn.inflight.channel_id,
+                            live.inflight.channel_id,
                             False,
                         )
                     case _:
                         assert_never(item)
-                turn.update()
+                live.update()
         raise proto.NoReply("loopd ended the turn without its answer")
 
 
