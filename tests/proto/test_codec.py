@@ -22,7 +22,6 @@ from proto import (
     AssistantText,
     BaselinePreviewReply,
     Class,
-    EditRecord,
     FrameTooLarge,
     IncompleteFrame,
     Label,
@@ -123,18 +122,31 @@ PENDING = st.builds(
     taint=LABELS,
     time=st.text(),
 )
-EDITS = st.builds(
-    EditRecord,
+JOURNAL_FILES = st.sampled_from(["memory.md", "user.md"])
+APPLIED = st.builds(
+    proto.AppliedEdit,
     time=st.text(),
     session=st.text(),
     call=st.text(),
     approval=st.none() | st.text(),
-    action=st.text(),
-    file=st.text(),
+    action=st.sampled_from(["add", "replace", "remove", "consolidate"]),
+    file=JOURNAL_FILES,
     before=st.lists(st.text(), max_size=3),
     after=st.lists(st.text(), max_size=3),
     moved=st.lists(st.text(), max_size=3),
+    decided=st.none()
+    | st.builds(proto.OwnerEdit, surface=st.just(proto.Surface(via="bxctl")), undoes=st.text()),
 )
+JOURNAL = APPLIED | st.builds(
+    proto.HandChange,
+    time=st.text(),
+    file=JOURNAL_FILES,
+    before=st.lists(st.text(), max_size=3),
+    after=st.lists(st.text(), max_size=3),
+)
+EDITS = st.builds(proto.HistoryEdit, id=st.text(), line=JOURNAL)
+MEMORY_ARGS = st.builds(proto.MemoryAdd, file=st.sampled_from(["memory", "user"]), text=st.text())
+PARTS = st.text(min_size=1, max_size=proto.MAX_PART_CHARS)
 
 EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
     SessionUpdated: st.builds(SessionUpdated, session=SESSION_IDS),
@@ -158,6 +170,28 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
         MemoryHistoryReply, edits=st.lists(EDITS, max_size=3), older=st.integers(min_value=0)
     ),
     Approvals: st.builds(Approvals, pending=st.lists(PENDING, max_size=3)),
+    proto.MemoryAmbiguous: st.builds(
+        proto.MemoryAmbiguous,
+        entries=st.lists(
+            st.builds(proto.FoundEntry, file=st.sampled_from(["memory", "user"]), entry=st.text())
+        ),
+        omitted=st.integers(min_value=0),
+    ),
+    proto.MemoryFind: st.builds(
+        proto.MemoryFind, part=PARTS, file=st.sampled_from([None, "memory", "user"])
+    ),
+    proto.UndoPlanned: st.builds(proto.UndoPlanned, id=st.text(), edit=APPLIED, undo=MEMORY_ARGS),
+    proto.UndoHandChange: st.builds(
+        proto.UndoHandChange,
+        id=st.text(),
+        change=st.builds(
+            proto.HandChange,
+            time=st.text(),
+            file=JOURNAL_FILES,
+            before=st.lists(st.text()),
+            after=st.lists(st.text()),
+        ),
+    ),
     SessionOpen: st.builds(SessionOpen, origin=st.text(), session=st.none() | SESSION_IDS),
     SessionOpened: st.builds(SessionOpened, session=SESSION_IDS, created=st.booleans()),
     Say: st.builds(
@@ -194,13 +228,13 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
                         proto.WhyEdit,
                         id=st.text(),
                         time=st.text(),
-                        action=st.text(),
-                        file=st.text(),
+                        action=st.sampled_from(["add", "replace", "remove", "consolidate"]),
+                        file=JOURNAL_FILES,
                         session=st.text(),
                         call=st.text(),
                         approval=st.none() | st.text(),
-                        decision=st.none() | st.sampled_from(["approved", "owner"]),
-                        surface=st.none() | SURFACES,
+                        decided=st.none()
+                        | st.builds(proto.OwnerApproved, surface=SURFACES, proposed=st.text()),
                         taint=st.none() | LABELS,
                         owner_said=st.none() | st.text(),
                         previous=st.none() | st.text(),
@@ -231,7 +265,7 @@ def strategy_for(cls: type[Message]) -> st.SearchStrategy[Message]:
 
 def test_explicit_strategies_name_real_kinds() -> None:
     assert set(EXPLICIT) <= set(KINDS)
-    assert len(KINDS) == 39
+    assert len(KINDS) == 47
 
 
 # -- round trip ---------------------------------------------------------------------------
