@@ -22,10 +22,10 @@ import proto
 from bxctl import CommandError, app
 from bxctl._common import not_utf8
 from proto import (
+    AppliedEdit,
     ApprovalDecide,
     Approvals,
     BaselinePreviewReply,
-    AppliedEdit,
     HistoryEdit,
     Label,
     MemoryHistoryReply,
