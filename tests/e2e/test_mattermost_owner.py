@@ -108,7 +108,7 @@ async def test_a_forget_is_shown_then_done_by_a_reaction_or_dropped_by_a_no(
     code = card_code(shown)
     (open_card,) = mms.state().confirmations.values()
     mms.says(f"no {code}", root=asked)
-    await bot_says(mms, asked, "Nothing changed.")
+    await bot_says(mms, asked, "nothing changed")
     assert "Owner drinks tea." in memory(mms)
     assert not mms.state().confirmations
 

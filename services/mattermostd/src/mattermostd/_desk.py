@@ -70,7 +70,7 @@ class Desk:
             return
         match answer:
             case OwnerDenies():
-                text = "Nothing changed."
+                text = entries.to_markdown(entries.DECLINED)
             case OwnerApproves():
                 log.info("the owner confirmed %s from Mattermost (%s)", confirmation.id, how)
                 surface = Surface(via="mattermost", user=self.s.owner_name, post=post)
