@@ -48,7 +48,8 @@ def recording() -> Iterator[list[tuple[str, tuple[object, ...], dict[str, object
         return record
 
     with contextlib.ExitStack() as stack:
-        for name in ("memory_show", "approvals_list", "sessions_list", "recall"):
+        for quick in _quick.QUICK.values():
+            name = quick.command.__name__
             stack.enter_context(mock.patch.object(_quick, name, recorder(name)))
         yield seen
 
@@ -94,9 +95,17 @@ TOKENS = st.one_of(
     st.sampled_from(["--json", "-k", "3", "--", "-h", "--help", "", " ", "list", "show", "-"]),
     st.text(st.characters(exclude_categories=["Cs"]), max_size=6),  # bxctl refuses Cs
 )
-HEADS = st.sampled_from(
-    [["memory", "show"], ["approvals", "list"], ["sessions", "list"], ["recall"]]
-)
+HEADS = st.sampled_from([list(head) for head in _quick.QUICK])
+
+
+def test_every_quick_command_is_a_cyclopts_command_calling_the_same_function() -> None:
+    for head, quick in _quick.QUICK.items():
+        argv = [*head, "word"] if quick.words else list(head)
+        routed = _quick.route(argv)
+        assert routed is not None, head
+        with recording() as seen:
+            app(argv, result_action="return_value")
+        assert seen == [(quick.command.__name__, routed.args, routed.kwargs)], head
 
 
 @given(head=HEADS, rest=st.lists(TOKENS, max_size=4))

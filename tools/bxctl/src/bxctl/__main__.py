@@ -103,13 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from ._quick import route
 
-        call = route(args)
-        if call is None:
+        quick = route(args)
+        if quick is None:
             from ._app import app
 
             result = app(args, result_action="return_value")
         else:  # what cyclopts would call, without loading it (_quick)
-            result = call.command(*call.args, **call.kwargs)
+            result = quick.command(*quick.args, **quick.kwargs)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

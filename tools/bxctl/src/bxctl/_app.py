@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 from cyclopts import App, Parameter
 
+from ._quick import RECALL_K
+
 __all__ = ["app"]
 
 HOME_HELP = (
@@ -400,7 +402,9 @@ def history(
 
 
 @app.command(sort_key=12)
-def recall(*words: str, home: Home = None, k: Annotated[int, Parameter(alias="-k")] = 5) -> int:
+def recall(
+    *words: str, home: Home = None, k: Annotated[int, Parameter(alias="-k")] = RECALL_K
+) -> int:
     """Search past sessions and archived memory, as the recall tool does.
 
     Example: bxctl recall Heron launch -k 3

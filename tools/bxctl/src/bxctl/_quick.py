@@ -15,13 +15,27 @@ arbitrary arguments by running both parsers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["Call", "approvals_list", "memory_show", "recall", "route", "sessions_list"]
+__all__ = [
+    "QUICK",
+    "RECALL_K",
+    "Quick",
+    "Route",
+    "approvals_list",
+    "memory_show",
+    "recall",
+    "route",
+    "sessions_list",
+]
+
+RECALL_K = 5
+"""`bxctl recall`'s default number of hits (cyclopts' command says it from here too)."""
 
 
-class Call(NamedTuple):
+class Route(NamedTuple):
     """A command and the arguments cyclopts would bind for it."""
 
     command: Callable[..., int]
@@ -66,19 +80,45 @@ def recall(*words: str, home: Path | None, k: int) -> int:
     return run(home_of(home), query, k)
 
 
-def route(args: list[str]) -> Call | None:
-    """The call for `args` (without `--home`) if they are in a plain form, else None.
+@dataclass(frozen=True)
+class Quick:
+    """A command the quick route takes: its function, and the plain forms of its arguments.
 
-    The plain forms: `memory show`; `approvals list` and `sessions list`, each with
-    `--json` or not; `recall` and words none of which starts with `-`.
+    `switches` are the boolean options it may be given (each at most once, by itself);
+    `words` says it takes words (none starting with `-`, at least one); `defaults` are
+    the keyword arguments the plain form leaves at cyclopts' defaults.
     """
-    match args:
-        case ["memory", "show"]:
-            return Call(memory_show, (), {"home": None})
-        case ["approvals", "list", *flags] if flags in ([], ["--json"]):
-            return Call(approvals_list, (), {"home": None, "json": flags == ["--json"]})
-        case ["sessions", "list", *flags] if flags in ([], ["--json"]):
-            return Call(sessions_list, (), {"home": None, "json": flags == ["--json"]})
-        case ["recall", *words] if words and not any(w.startswith("-") for w in words):
-            return Call(recall, tuple(words), {"home": None, "k": 5})
+
+    command: Callable[..., int]
+    switches: tuple[str, ...] = ()
+    words: bool = False
+    defaults: dict[str, object] = field(default_factory=dict)
+
+
+QUICK: dict[tuple[str, ...], Quick] = {
+    ("memory", "show"): Quick(memory_show),
+    ("approvals", "list"): Quick(approvals_list, switches=("--json",)),
+    ("sessions", "list"): Quick(sessions_list, switches=("--json",)),
+    ("recall",): Quick(recall, words=True, defaults={"k": RECALL_K}),
+}
+"""Every command the quick route takes, by the words that name it: the one table the route
+reads, and tests/bxctl/test_start.py fuzzes against cyclopts."""
+
+
+def route(args: list[str]) -> Route | None:
+    """The call for `args` (without `--home`) if they are in a plain form, else None."""
+    for head, quick in QUICK.items():
+        if tuple(args[: len(head)]) != head:
+            continue
+        rest = args[len(head) :]
+        kwargs: dict[str, object] = {"home": None, **quick.defaults}
+        for switch in quick.switches:
+            kwargs[switch.removeprefix("--")] = switch in rest
+        if quick.words:
+            if not rest or any(word.startswith("-") for word in rest):
+                return None
+            return Route(quick.command, tuple(rest), kwargs)
+        if len(set(rest)) != len(rest) or not set(rest) <= set(quick.switches):
+            return None
+        return Route(quick.command, (), kwargs)
     return None
