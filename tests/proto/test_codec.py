@@ -22,7 +22,6 @@ from proto import (
     AssistantText,
     BaselinePreviewReply,
     Class,
-    EditRecord,
     FrameTooLarge,
     IncompleteFrame,
     Label,
@@ -123,17 +122,32 @@ PENDING = st.builds(
     taint=LABELS,
     time=st.text(),
 )
+DECIDED = st.builds(
+    proto.OwnerApproved, surface=SURFACES, proposed=st.none() | st.text()
+) | st.builds(proto.OwnerEdit, surface=SURFACES, undoes=st.none() | st.text())
+JOURNAL_FILES = st.sampled_from(["memory.md", "user.md"])
+ENTRIES = st.lists(st.text(), max_size=3)
 EDITS = st.builds(
-    EditRecord,
-    time=st.text(),
-    session=st.text(),
-    call=st.text(),
-    approval=st.none() | st.text(),
-    action=st.text(),
-    file=st.text(),
-    before=st.lists(st.text(), max_size=3),
-    after=st.lists(st.text(), max_size=3),
-    moved=st.lists(st.text(), max_size=3),
+    proto.HistoryEdit,
+    id=st.text(),
+    line=st.builds(
+        proto.AppliedEdit,
+        time=st.text(),
+        session=st.text(),
+        call=st.text(),
+        approval=st.none() | st.text(),
+        action=st.sampled_from(["add", "replace", "remove", "consolidate"]),
+        file=JOURNAL_FILES,
+        before=ENTRIES,
+        after=ENTRIES,
+        moved=ENTRIES,
+        arguments=st.none() | st.text(),
+        taint=st.none() | LABELS,
+        decided=st.none() | DECIDED,
+    )
+    | st.builds(
+        proto.HandChange, time=st.text(), file=JOURNAL_FILES, before=ENTRIES, after=ENTRIES
+    ),
 )
 
 EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
@@ -143,10 +157,18 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
         session=SESSION_IDS,
         call=TOOL_CALLS,
         taint=LABELS,
-        approval=st.none() | st.text(),
+        authority=st.none()
+        | st.builds(proto.Authority, approval=st.text(), token=st.text(), decided=DECIDED),
     ),
     ToolResponse: st.builds(
         ToolResponse, call_id=st.text(), status=STATUSES, content=st.text(), label=LABELS
+    ),
+    proto.ApprovalDecide: st.builds(
+        proto.ApprovalDecide.deciding,
+        st.text(),
+        st.builds(proto.Approve, version=st.none() | st.text(), note=st.none() | st.text())
+        | st.builds(proto.Deny, reason=st.none() | st.text()),
+        surface=st.none() | SURFACES,
     ),
     ApprovalPending: st.builds(ApprovalPending, approval=PENDING),
     MemoryHistory: st.builds(
@@ -194,13 +216,12 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
                         proto.WhyEdit,
                         id=st.text(),
                         time=st.text(),
-                        action=st.text(),
-                        file=st.text(),
+                        action=st.sampled_from(["add", "replace", "remove", "consolidate"]),
+                        file=JOURNAL_FILES,
                         session=st.text(),
                         call=st.text(),
                         approval=st.none() | st.text(),
-                        decision=st.none() | st.sampled_from(["approved", "owner"]),
-                        surface=st.none() | SURFACES,
+                        decided=st.none() | DECIDED,
                         taint=st.none() | LABELS,
                         owner_said=st.none() | st.text(),
                         previous=st.none() | st.text(),
