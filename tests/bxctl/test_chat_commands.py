@@ -15,24 +15,9 @@ from pathlib import Path
 import pytest
 import trio
 from bxctl_run import serve
-from hypothesis import given
-from hypothesis import strategies as st
 
 import proto
 from bxctl import app
-from bxctl._commands import (
-    ChatLine,
-    Forget,
-    Help,
-    Remember,
-    Send,
-    ShowMemory,
-    Undo,
-    Unknown,
-    Usage,
-    Why,
-    parse_line,
-)
 from proto import (
     ApprovalDecide,
     ApprovalPending,
@@ -79,45 +64,6 @@ def tea_approval() -> PendingApproval:
 UPDATED = "memory.md updated (9 of 2,200 characters); it takes effect in the next session."
 
 
-@pytest.mark.parametrize(
-    ("line", "parsed"),
-    [
-        ("hello", Send("hello")),
-        ("  /remember likes tea  ", Remember("likes tea", "memory")),
-        ("/remember --user likes tea", Remember("likes tea", "user")),
-        (
-            "/remember --user",
-            Usage("say what to remember: /remember TEXT (or /remember --user TEXT)"),
-        ),
-        ("/remember", Usage("say what to remember: /remember TEXT (or /remember --user TEXT)")),
-        ("/forget tea", Forget("tea")),
-        ("/forget", Usage("say which entry: /forget PART")),
-        ("/why tea time", Why("tea time")),
-        ("/undo", Undo()),
-        ("/undo ed-abc123", Undo("ed-abc123")),
-        ("/memory", ShowMemory()),
-        ("/help", Help()),
-        ("/etc/passwd is what?", Unknown("etc/passwd")),
-        ("/", Unknown("")),
-        ("//etc/passwd is what?", Send("/etc/passwd is what?")),
-        ("a /remember in the middle", Send("a /remember in the middle")),
-    ],
-)
-def test_the_owners_line_is_a_command_or_text(line: str, parsed: ChatLine) -> None:
-    assert parse_line(line) == parsed
-
-
-@given(st.text())
-def test_any_line_parses_to_a_command_or_text_never_an_exception(line: str) -> None:
-    parsed = parse_line(line)
-    if not line.strip().startswith("/"):
-        assert parsed == Send(line)
-    elif line.strip().startswith("//"):
-        assert parsed == Send(line.strip()[1:])
-    else:
-        assert not isinstance(parsed, Send)
-
-
 class Stack:
     """loopd, brokerd and memoryd doubles for a chat."""
 
@@ -128,6 +74,7 @@ class Stack:
         self.model_says = model_says
         self.approval: PendingApproval | None = None
         self.decided = trio.Event()
+        self.asked: list[Message] = []
 
     async def start(self, nursery: trio.Nursery, home: Path) -> None:
         await serve(nursery, home, proto.OWNER_LOOP, self.loopd)
@@ -155,6 +102,10 @@ class Stack:
         return Ok()
 
     async def memoryd(self, request: Message, conn: proto.Connection) -> Message:
+        self.asked.append(request)
+        if isinstance(request, proto.MemoryFind):
+            found = proto.FoundEntry(file="user", entry="likes tea at five")
+            return proto.MemoryFound(found=found)
         assert isinstance(request, proto.MemoryWhy)
         return proto.MemoryWhyReply(
             entries=[proto.WhyEntry(file="user", entry="likes tea at five", edits=[])]
@@ -199,6 +150,7 @@ async def test_chat_commands_are_bxctls_and_never_reach_the_model(
     assert out.count(UPDATED) == 3
     assert "remove from user.md:\n    likes tea at five\nchange it? [y/N] " in out
     assert "/nope is not a command, so nothing was sent; /help lists them" in out
+    assert stack.asked == [proto.MemoryFind(part="tea"), proto.MemoryWhy(part="tea")]
     assert "/remember --user TEXT  add TEXT to user.md" in out
     assert "user.md:\n    likes tea at five\n  written by hand in the file" in out
 

@@ -22,10 +22,11 @@ import proto
 from bxctl import CommandError, app
 from bxctl._common import not_utf8
 from proto import (
+    AppliedEdit,
     ApprovalDecide,
     Approvals,
     BaselinePreviewReply,
-    EditRecord,
+    HistoryEdit,
     Label,
     MemoryHistoryReply,
     Message,
@@ -123,8 +124,8 @@ async def test_recall_prints_the_tool_format(
 async def test_memory_history_shows_newest_first_as_a_diff(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    edits = [
-        EditRecord(
+    lines = [
+        AppliedEdit(
             time="2026-09-24T20:14:03Z",
             session="chat-aaaaaaaa",
             call="c1",
@@ -134,7 +135,7 @@ async def test_memory_history_shows_newest_first_as_a_diff(
             before=[],
             after=["one"],
         ),
-        EditRecord(
+        AppliedEdit(
             time="2026-09-25T08:00:00Z",
             session="chat-bbbbbbbb",
             call="c2",
@@ -146,6 +147,8 @@ async def test_memory_history_shows_newest_first_as_a_diff(
             moved=["one"],
         ),
     ]
+
+    edits = [HistoryEdit(id=proto.edit_id(line), line=line) for line in lines]
 
     async def memoryd(request: Message, conn: proto.Connection) -> Message:
         return MemoryHistoryReply(edits=edits)
@@ -231,7 +234,7 @@ async def test_a_role_not_running_is_one_clear_error(short_dir: Path) -> None:
     with pytest.raises(CommandError) as error:
         await run("memory", "show", "--home", str(short_dir))
     message = str(error.value)
-    assert f"cannot reach memoryd at {short_dir}/run/loop-memory/memory.sock" in message
+    assert f"cannot reach memoryd at {short_dir}/run/owner-memory/admin.sock" in message
     assert "bxctl up" in message
 
 

@@ -18,21 +18,33 @@ from bxctl_run import run, serve, write_session
 
 import proto
 from bxctl import CommandError, app
-from entries import memory_block_of
 from proto import (
+    AppliedEdit,
     ApprovalDecide,
     Approvals,
-    EditRecord,
+    FoundEntry,
+    HandChange,
+    HistoryEdit,
     Label,
+    MemoryAmbiguous,
     MemoryEdit,
+    MemoryFind,
+    MemoryFound,
     MemoryHistoryReply,
+    MemoryNotFound,
     MemoryWhy,
     MemoryWhyReply,
     Message,
+    NoSuchEdit,
     Ok,
+    OwnerApproved,
+    OwnerEdit,
     PendingApproval,
     Surface,
     ToolResponse,
+    UndoHandChange,
+    UndoPlan,
+    UndoPlanned,
     WhyEdit,
     WhyEntry,
 )
@@ -42,15 +54,17 @@ BXCTL = Surface(via="bxctl")
 
 
 class Roles:
-    """brokerd and memoryd doubles: memory_why answers `entries`, memory_edit `answer`."""
+    """brokerd and memoryd doubles: canned answers to what bxctl asks, and what it sent."""
 
-    def __init__(self, entries: list[WhyEntry], *, answer: str = UPDATED) -> None:
-        self.entries = entries
+    def __init__(self, *, answer: str = UPDATED) -> None:
         self.answer = answer
         self.status: proto.Status = "ok"
         self.edits: list[MemoryEdit] = []
         self.asked: list[Message] = []
-        self.journal: list[EditRecord] = []
+        self.found: Message = MemoryNotFound()
+        self.why: list[WhyEntry] = []
+        self.plan: Message = NoSuchEdit()
+        self.journal: list[proto.JournalLine] = []
 
     async def start(self, nursery: trio.Nursery, home: Path) -> None:
         await serve(nursery, home, proto.OWNER_BROKER, self.brokerd)
@@ -63,10 +77,21 @@ class Roles:
 
     async def memoryd(self, request: Message, conn: proto.Connection) -> Message:
         self.asked.append(request)
-        if isinstance(request, proto.MemoryHistory):
-            return MemoryHistoryReply(edits=self.journal)
-        assert isinstance(request, MemoryWhy)
-        return MemoryWhyReply(entries=[e for e in self.entries if request.part in e.entry])
+        match request:
+            case proto.MemoryHistory():
+                edits = [HistoryEdit(id=proto.edit_id(j), line=j) for j in self.journal]
+                return MemoryHistoryReply(edits=edits)
+            case MemoryFind():
+                return self.found
+            case proto.UndoPlan():
+                return self.plan
+            case MemoryWhy():
+                return MemoryWhyReply(entries=self.why)
+        raise AssertionError(f"unexpected {request!r}")
+
+
+def found(text: str, file: proto.MemoryFile = "memory") -> MemoryFound:
+    return MemoryFound(found=FoundEntry(file=file, entry=text))
 
 
 def entry(text: str, file: str = "memory", edits: list[WhyEdit] | None = None) -> WhyEntry:
@@ -81,7 +106,7 @@ def sent(edit: MemoryEdit) -> dict[str, object]:
 async def test_add_sends_the_owners_edit_and_prints_the_spec_sentence(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    roles = Roles([])
+    roles = Roles()
     await roles.start(nursery, short_dir)
     assert await run("memory", "add", "I prefer answers in UTC", "--home", str(short_dir)) == 0
     assert roles.edits == [
@@ -102,21 +127,21 @@ async def test_a_refused_edit_prints_the_sentence_and_exits_1(
         "memory.md would be 2,350 of 2,200 characters; "
         "use consolidate to move entries to the archive."
     )
-    roles = Roles([], answer=over)
+    roles = Roles(answer=over)
     roles.status = "error"
     await roles.start(nursery, short_dir)
     assert await run("memory", "add", "x" * 300, "--home", str(short_dir)) == 1
-    out = capsys.readouterr().out
-    assert out == over + "\n"
-    assert "next session" not in out
+    assert capsys.readouterr().out == over + "\n"
 
 
-async def test_remove_names_the_whole_entry_from_any_part_of_it(
+async def test_remove_names_the_whole_entry_memoryd_found(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    roles = Roles([entry("Owner prefers answers in UTC.\nAlways.")])
+    roles = Roles()
+    roles.found = found("Owner prefers answers in UTC.\nAlways.")
     await roles.start(nursery, short_dir)
-    assert await run("memory", "remove", "in UTC", "--yes", "--home", str(short_dir)) == 0
+    assert await run("memory", "remove", " in UTC ", "--yes", "--home", str(short_dir)) == 0
+    assert roles.asked == [MemoryFind(part="in UTC")]
     assert sent(roles.edits[0]) == {
         "action": "remove",
         "file": "memory",
@@ -125,12 +150,16 @@ async def test_remove_names_the_whole_entry_from_any_part_of_it(
     out = capsys.readouterr().out
     assert "remove from memory.md:\n    Owner prefers answers in UTC.\n    Always.\n" in out
     assert out.endswith(UPDATED + "\n")
+    home = ("--home", str(short_dir))
+    assert await run("memory", "remove", "x", "--file", "user", "--yes", *home) == 0
+    assert roles.asked[-1] == MemoryFind(part="x", file="user")
 
 
 async def test_remove_without_a_terminal_or_yes_changes_nothing_and_says_how(
     nursery: trio.Nursery, short_dir: Path
 ) -> None:
-    roles = Roles([entry("Owner prefers answers in UTC.")])
+    roles = Roles()
+    roles.found = found("Owner prefers answers in UTC.")
     await roles.start(nursery, short_dir)
     with pytest.raises(CommandError) as refused:
         await run("memory", "remove", "UTC", "--home", str(short_dir))
@@ -153,12 +182,13 @@ async def test_replace_asks_y_n_on_a_terminal(
     answer: str,
     changed: bool,
 ) -> None:
-    roles = Roles([entry("likes tea", "user")])
+    roles = Roles()
+    roles.found = found("likes tea", "user")
     await roles.start(nursery, short_dir)
     monkeypatch.setattr(sys, "stdin", Tty(answer))
     code = await run("memory", "replace", "tea", "likes green tea", "--home", str(short_dir))
     out = capsys.readouterr().out
-    assert "replace in user.md:\n    likes tea\n  with:\n    likes green tea\n" in out
+    assert "replace in user.md:\n    likes tea\nwith:\n    likes green tea\n" in out
     if changed:
         assert code == 0
         assert sent(roles.edits[0]) == {
@@ -173,49 +203,56 @@ async def test_replace_asks_y_n_on_a_terminal(
         assert out.endswith("nothing changed\n")
 
 
-async def test_no_match_or_several_list_the_candidates_rendered(
-    nursery: trio.Nursery, short_dir: Path
+async def test_no_match_or_several_list_the_candidates_rendered_and_exit_1(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    roles = Roles(
-        [
-            entry("likes tea\u202e"),
-            entry("tea at 5", "user"),
-            entry("tea moved away", "archive"),
+    roles = Roles()
+    roles.found = MemoryAmbiguous(
+        entries=[
+            FoundEntry(file="memory", entry="likes tea\u202e"),
+            FoundEntry(file="user", entry="tea at 5"),
         ]
     )
     await roles.start(nursery, short_dir)
-    with pytest.raises(CommandError) as several:
-        await run("memory", "remove", "tea", "--yes", "--home", str(short_dir))
-    said = str(several.value)
-    assert said.startswith("2 entries of memory.md or user.md hold tea: ")
-    assert "memory.md: likes tea\\u{202e}; user.md: tea at 5" in said
-    assert "archive" not in said
-    with pytest.raises(CommandError) as none:
-        await run("memory", "remove", "coffee", "--yes", "--home", str(short_dir))
-    assert str(none.value).startswith("no entry of memory.md or user.md holds coffee;")
-    assert "bxctl memory show" in str(none.value)
-    # --file narrows, and an entry that is the part exactly wins
-    assert (
-        await run("memory", "remove", "tea", "--file", "user", "--yes", "--home", str(short_dir))
-        == 0
+    assert await run("memory", "remove", "tea", "--yes", "--home", str(short_dir)) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "2 entries hold tea; give more of the one you mean:",
+        "  memory.md:",
+        "      likes tea\\u{202e}",
+        "  user.md:",
+        "      tea at 5",
+    ]
+    roles.found = MemoryNotFound()
+    assert await run("memory", "remove", "coffee", "--yes", "--home", str(short_dir)) == 1
+    assert capsys.readouterr().out == (
+        "no entry of memory.md or user.md holds coffee; bxctl memory show shows them all\n"
     )
-    assert sent(roles.edits[-1])["old"] == "tea at 5"
-    roles.entries.append(entry("tea"))
-    assert await run("memory", "remove", "tea", "--yes", "--home", str(short_dir)) == 0
-    assert sent(roles.edits[-1]) == {"action": "remove", "file": "memory", "old": "tea"}
+    assert roles.edits == []
+
+
+async def test_a_part_too_long_to_name_an_entry_is_refused_before_asking(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    roles = Roles()
+    await roles.start(nursery, short_dir)
+    for command in ("remove", "why"):
+        with pytest.raises(
+            CommandError, match="at most 2,000 characters of it; that part is 2,001"
+        ):
+            await run("memory", command, "x" * 2001, "--home", str(short_dir))
+    assert roles.asked == []
 
 
 def why_edit(**changes: object) -> WhyEdit:
     base = WhyEdit(
-        id="ed-abc123",
+        id="ed-abc234",
         time="2026-11-30T08:00:00Z",
         action="add",
         file="user.md",
         session="mm-abcdefghij",
         call="call_1",
         approval="ap-k3f9xy",
-        decision="approved",
-        surface=Surface(via="mattermost", user="alice", post="p0st1d"),
+        decided=OwnerApproved(surface=Surface(via="mattermost", user="alice", post="p0st1d")),
         taint=Label(untrusted=True),
         owner_said="remember I like tea\u202e",
         previous=None,
@@ -226,76 +263,78 @@ def why_edit(**changes: object) -> WhyEdit:
 async def test_why_tells_where_each_entry_came_from(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    roles = Roles(
-        [
-            entry(
-                "likes green tea",
-                "user",
-                [
-                    why_edit(
-                        id="ed-new001",
-                        action="replace",
-                        session=proto.OWNER_SESSION,
-                        call="owner-1",
-                        approval=None,
-                        decision="owner",
-                        surface=Surface(via="bxctl", uid=1000),
-                        taint=None,
-                        owner_said=None,
-                        previous="likes tea",
-                    ),
-                    why_edit(),
-                ],
-            ),
-            entry("tea by hand"),
-        ]
-    )
+    roles = Roles()
+    roles.why = [
+        entry(
+            "likes green tea",
+            "user",
+            [
+                why_edit(
+                    id="ed-new234",
+                    action="replace",
+                    session=proto.OWNER_SESSION,
+                    call="owner-1",
+                    approval=None,
+                    decided=OwnerEdit(surface=Surface(via="bxctl", uid=1000)),
+                    taint=None,
+                    owner_said=None,
+                    previous="likes tea",
+                ),
+                why_edit(),
+                why_edit(id="ed-old234", decided=None, taint=None, owner_said=None),
+            ],
+        ),
+        entry("tea by hand"),
+    ]
     await roles.start(nursery, short_dir)
     assert await run("memory", "why", "tea", "--home", str(short_dir)) == 0
     out = capsys.readouterr().out
     assert roles.asked == [MemoryWhy(part="tea")]
     assert "user.md:\n    likes green tea\n" in out
-    assert "  ed-new001  2026-11-30T08:00:00Z  replace user.md  outside any session" in out
+    assert "  ed-new234  2026-11-30T08:00:00Z  replace user.md  outside any session" in out
     assert "    your own edit, in the terminal (uid 1000)\n" in out
     assert "    before this edit it read:\n      likes tea\n" in out
     assert (
-        "  ed-abc123  2026-11-30T08:00:00Z  add user.md  session mm-abcdefghij  call call_1" in out
+        "  ed-abc234  2026-11-30T08:00:00Z  add user.md  session mm-abcdefghij  call call_1" in out
     )
-    assert "    approved on Mattermost (@alice, post p0st1d)  (approval ap-k3f9xy)\n" in out
+    assert "    approved by you on Mattermost (@alice, post p0st1d)  (approval ap-k3f9xy)\n" in out
     assert "    the session's label when decided: private, untrusted\n" in out
     assert "    ! the session had read untrusted content" in out
     assert "    you had said:\n      remember I like tea\\u{202e}\n" in out
+    assert "    decided before boxmaker recorded who decided" in out
     assert "memory.md:\n    tea by hand\n  written by hand in the file (no edit recorded)" in out
     assert await run("memory", "why", "tea", "--json", "--home", str(short_dir)) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed[1] == {"file": "memory", "entry": "tea by hand", "edits": []}
-    assert await run("memory", "why", "coffee", "--home", str(short_dir)) == 0
+    roles.why = []
+    assert await run("memory", "why", "coffee", "--home", str(short_dir)) == 1
     assert "no entry of memory.md, user.md or archive.md holds coffee" in capsys.readouterr().out
 
 
-def record(action: str, before: list[str], after: list[str], **more: object) -> EditRecord:
-    return EditRecord(
+def applied(action: str, before: list[str], after: list[str], **more: object) -> AppliedEdit:
+    return AppliedEdit(
         time=str(more.pop("time", "2026-11-30T08:00:00Z")),
         session="chat-abcdefghij",
         call="c1",
         approval="ap1",
-        action=action,
-        file=str(more.pop("file", "memory.md")),
+        action=action,  # type: ignore[arg-type]
+        file=more.pop("file", "memory.md"),  # type: ignore[arg-type]
         before=before,
         after=after,
         **more,  # type: ignore[arg-type]
     )
 
 
-async def test_undo_sends_the_inverse_of_the_last_edit_or_the_one_named(
+async def test_undo_shows_memoryds_plan_and_sends_it_naming_the_edit(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    roles = Roles([])
-    older = record("remove", ["a", "b", "c"], ["a", "c"], time="2026-11-29T08:00:00Z")
-    last = record("add", ["a", "c"], ["a", "c", "likes tea"])
-    roles.journal = [older, last]  # the journal is oldest first
+    roles = Roles()
+    last = applied("add", ["a", "c"], ["a", "c", "likes tea"])
+    undo = proto.MemoryRemove(file="memory", old="likes tea")
+    roles.plan = UndoPlanned(id=proto.edit_id(last), edit=last, undo=undo)
     await roles.start(nursery, short_dir)
     assert await run("memory", "undo", "--yes", "--home", str(short_dir)) == 0
+    assert roles.asked == [UndoPlan()]
     assert roles.edits[-1] == MemoryEdit(
         arguments='{"action":"remove","file":"memory","old":"likes tea"}',
         surface=BXCTL,
@@ -303,15 +342,11 @@ async def test_undo_sends_the_inverse_of_the_last_edit_or_the_one_named(
     )
     out = capsys.readouterr().out
     assert f"edit {proto.edit_id(last)}: add memory.md" in out
-    assert "its undo would remove from memory.md:\n    likes tea\n" in out
+    assert "its undo would:\nremove from memory.md:\n    likes tea\n" in out
     assert out.endswith(UPDATED + "\n")
-    assert await run("memory", "undo", proto.edit_id(older), "--yes", "--home", str(short_dir)) == 0
-    assert sent(roles.edits[-1]) == {
-        "action": "consolidate",
-        "file": "memory",
-        "entries": [{"old": "a", "keep": True}, {"text": "b"}, {"old": "c", "keep": True}],
-    }
-    with pytest.raises(CommandError, match="no memory edit ed-nope; `bxctl memory history"):
+    assert await run("memory", "undo", " ed-abcdef ", "--yes", "--home", str(short_dir)) == 0
+    assert roles.asked[-1] == UndoPlan(edit="ed-abcdef")
+    with pytest.raises(CommandError, match=r"'ed-nope' is not an edit id"):
         await run("memory", "undo", "ed-nope", "--yes", "--home", str(short_dir))
 
 
@@ -322,39 +357,54 @@ async def test_a_stale_undo_prints_the_refusal_and_exits_1(
         'memory.md has no entry "likes tea"; the file may have changed since the edit was '
         "proposed, so nothing was changed."
     )
-    roles = Roles([], answer=stale)
+    roles = Roles(answer=stale)
     roles.status = "error"
-    roles.journal = [record("add", [], ["likes tea"])]
+    last = applied("add", [], ["likes tea"])
+    roles.plan = UndoPlanned(
+        id=proto.edit_id(last), edit=last, undo=proto.MemoryRemove(file="memory", old="likes tea")
+    )
     await roles.start(nursery, short_dir)
     assert await run("memory", "undo", "--yes", "--home", str(short_dir)) == 1
     assert capsys.readouterr().out.endswith(stale + "\n")
 
 
 async def test_undo_of_a_hand_change_or_of_nothing_says_what_to_do(
-    nursery: trio.Nursery, short_dir: Path
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    roles = Roles([])
+    roles = Roles()
     await roles.start(nursery, short_dir)
-    with pytest.raises(CommandError, match="there is no memory edit to undo yet"):
-        await run("memory", "undo", "--yes", "--home", str(short_dir))
-    roles.journal = [record("unjournalled", ["a"], ["b"])]
-    with pytest.raises(CommandError, match=r"a change made by hand in memory\.md"):
-        await run("memory", "undo", "--yes", "--home", str(short_dir))
+    assert await run("memory", "undo", "--yes", "--home", str(short_dir)) == 1
+    assert capsys.readouterr().out == "there is no memory edit to undo yet\n"
+    hand = HandChange(time="2026-11-30T08:00:00Z", file="memory.md", before=["a"], after=["b"])
+    roles.plan = UndoHandChange(id=proto.edit_id(hand), change=hand)
+    assert await run("memory", "undo", "--yes", "--home", str(short_dir)) == 1
+    assert "is a change made by hand in memory.md" in capsys.readouterr().out
     assert roles.edits == []
 
 
-async def test_history_shows_each_edits_id(
+async def test_history_shows_each_edits_id_and_its_json_too(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    roles = Roles([])
-    edit = record("add", [], ["one"], undoes="ed-zzzzzz")
-    roles.journal = [edit]
+    roles = Roles()
+    edit = applied(
+        "add", [], ["one"], decided=OwnerEdit(surface=Surface(via="bxctl"), undoes="ed-zzzzzz")
+    )
+    hand = HandChange(time="2026-11-30T09:00:00Z", file="user.md", before=[], after=["b"])
+    roles.journal = [edit, hand]
     await roles.start(nursery, short_dir)
     assert await run("memory", "history", "--home", str(short_dir)) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"{proto.edit_id(edit)}  2026-11-30T08:00:00Z  add memory.md")
+    assert out.startswith(f"{proto.edit_id(hand)}  2026-11-30T09:00:00Z  user.md changed outside")
+    assert f"{proto.edit_id(edit)}  2026-11-30T08:00:00Z  add memory.md" in out
     assert "(undoes ed-zzzzzz)" in out
     assert "`bxctl memory undo ID` undoes one" in out
+    assert await run("memory", "history", "--json", "--home", str(short_dir)) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [(e["id"], e["kind"]) for e in shown] == [
+        (proto.edit_id(hand), "hand_change"),
+        (proto.edit_id(edit), "applied"),
+    ]
+    assert shown[1]["after"] == ["one"]
 
 
 def pending(arguments: str, tool: str = "memory") -> PendingApproval:
@@ -425,30 +475,3 @@ def test_sessions_show_baseline_prints_the_block_the_session_saw(
     assert app(argv, result_action="return_value") == 0
     assert capsys.readouterr().out == proto.for_terminal(BLOCK) + "\n"
     assert "likes\\u{202e} tea" in proto.for_terminal(BLOCK)
-
-
-@pytest.mark.parametrize(
-    ("system", "block"),
-    [
-        ("system\n\n" + BLOCK, BLOCK),
-        (BLOCK, BLOCK),
-        ("no block here", None),
-        ("a\n\n# soul.md\nsoul\n\n# soul.md\nx", "# soul.md\nsoul\n\n# soul.md\nx"),
-    ],
-)
-def test_the_block_is_what_follows_system_md_and_its_blank_line(
-    system: str, block: str | None
-) -> None:
-    assert memory_block_of(system) == block
-
-
-def test_why_says_an_edit_was_approved_with_the_owners_changes() -> None:
-    from bxctl._memory import describe_why
-
-    edit = why_edit(proposed='{"action":"add","file":"user","text":"Likes tea"}')
-    shown = describe_why([WhyEntry(file="user", entry="Likes green tea", edits=[edit])], "tea")
-    assert "approved with your changes; boxmaker had proposed:" in shown
-    assert '"text":"Likes tea"' in shown
-    assert "had proposed" not in describe_why(
-        [WhyEntry(file="user", entry="Likes green tea", edits=[why_edit()])], "tea"
-    )

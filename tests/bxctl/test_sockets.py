@@ -22,7 +22,7 @@ import brokerd._config
 import loopd._config
 import memoryd._config
 import proto
-from bxctl._common import SERVED_AT, CommandError, Sockets, ask_now
+from bxctl._common import SERVED_AT, CommandError, Sockets, ask
 
 ROLE_SETTINGS: dict[str, Callable[[Path], object]] = {
     "memoryd": memoryd._config.load_settings,
@@ -91,7 +91,7 @@ def test_a_config_bxctl_cannot_read_gives_the_default_and_says_so(short_dir: Pat
     path = Sockets(short_dir).path(proto.OWNER_LOOP)
     assert path == proto.OWNER_LOOP.default_path(short_dir)
     with pytest.raises(CommandError) as refused:
-        ask_now(path, proto.OWNER_LOOP, proto.ModelInfo(), proto.ModelInfoReply)
+        ask(path, proto.OWNER_LOOP, proto.ModelInfo(), proto.ModelInfoReply)
     assert str(refused.value).startswith(f"cannot reach loopd at {path}: ")
     assert str(refused.value).endswith(
         f" bxctl looked there because loopd's config cannot be read: config {toml}: "

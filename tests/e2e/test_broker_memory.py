@@ -27,7 +27,6 @@ from proto import (
     ApprovalsList,
     AuditVerified,
     AuditVerify,
-    EditRecord,
     MemoryEdit,
     MemoryHistory,
     MemoryHistoryReply,
@@ -122,8 +121,10 @@ async def test_an_approved_edit_is_applied_a_denied_one_is_not_and_the_audit_hol
         history = await proto.call(
             home / proto.OWNER_MEMORY.relative_path, MemoryHistory(), MemoryHistoryReply
         )
-    (edit,) = history.edits
-    assert isinstance(edit, EditRecord)
+    (listed,) = history.edits
+    edit = listed.line
+    assert isinstance(edit, proto.AppliedEdit)
+    assert listed.id == proto.edit_id(edit)
     assert (edit.approval, edit.call, edit.session) == (notice.approval.id, "call-2", SESSION)
 
     assert await verify(home) == AuditVerified(records=3, ok=True)
@@ -175,9 +176,9 @@ async def test_the_owners_own_edit_is_applied_journalled_and_audited_with_its_su
         for path in (home / "memory" / "edits").glob("*.jsonl")
         for line in path.read_bytes().splitlines()
     ]
-    assert (edit.decision, edit.surface, edit.session, edit.call) == (
-        "owner",
-        here,
+    assert isinstance(edit, proto.AppliedEdit)
+    assert (edit.decided, edit.session, edit.call) == (
+        proto.OwnerEdit(surface=here),
         proto.OWNER_SESSION,
         reply.call_id,
     )
@@ -203,4 +204,4 @@ async def test_the_owners_own_edit_is_applied_journalled_and_audited_with_its_su
         )
     (entry,) = why.entries
     (story,) = entry.edits
-    assert (story.id, story.decision, story.surface) == (proto.edit_id(edit), "owner", here)
+    assert (story.id, story.decided) == (proto.edit_id(edit), proto.OwnerEdit(surface=here))

@@ -23,8 +23,9 @@ from typing import Any
 
 import entries
 import proto
-from memoryd._edits import UNJOURNALLED, EditApplier, read_history, reconcile
+from memoryd._edits import EditApplier, read_history, reconcile
 from memoryd._files import MemoryDir
+from proto import HandChange
 
 SESSION = "chat-crashtest0001"
 
@@ -105,16 +106,16 @@ def check(memory: MemoryDir) -> int:
         # line that crosses a page in two steps). The next append ends the fragment
         # first: it stays a line of its own, never glued to a whole record.
         for line in proto.EDIT_JOURNAL.read(path).skipped:
-            if not line.raw.startswith(b'{"time":') or line.raw.count(b'{"time":') != 1:
+            if not line.raw.startswith(b'{"kind":') or line.raw.count(b'{"kind":') != 1:
                 fail(f"{path} line {line.number} is not a torn journal line: {line.raw!r}")
     history = read_history(memory, None)
     previous: tuple[str, ...] = ()
     dropped: set[str] = set()
     for record in history:
         before = tuple(record.before)
-        dropped |= catch_up(previous, before, f"journal line {record.call}")
-        if record.action == UNJOURNALLED:  # found at a restart: edits applied, not journalled
-            dropped |= catch_up(before, tuple(record.after), "an unjournalled line")
+        dropped |= catch_up(previous, before, f"journal line {proto.edit_id(record)}")
+        if isinstance(record, HandChange):  # found at a restart: edits applied, not journalled
+            dropped |= catch_up(before, tuple(record.after), "a hand change line")
             previous = tuple(record.after)
             continue
         if tuple(record.after) != after(before).entries:
@@ -127,6 +128,8 @@ def check(memory: MemoryDir) -> int:
         fail(f"archive.md: {problems}")
     archive_texts = {a.text for a in archived}
     for record in history:
+        if isinstance(record, HandChange):
+            continue
         missing = set(record.moved) - archive_texts
         if missing:
             fail(f"moved entries missing from archive.md: {missing}")

@@ -17,10 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import entries
+import proto
 from memoryd import Settings
 from memoryd._edits import EditApplier, history_page, read_history, reconcile
 from memoryd._files import MemoryDir
-from proto import EditRecord, ToolCall, ToolRequest, ToolResponse
+from proto import AppliedEdit, HistoryEdit, ToolCall, ToolRequest, ToolResponse
 
 SESSION = "mm-y73sxj3popgwumyccptb56p1ah"
 
@@ -51,8 +52,11 @@ async def apply(memory: MemoryDir, args: dict[str, Any], **kw: Any) -> ToolRespo
     return await EditApplier(memory, KEY).apply(request(args, **kw))
 
 
-def journal(memory: MemoryDir) -> list[EditRecord]:
-    return read_history(memory, None)
+def journal(memory: MemoryDir) -> list[AppliedEdit]:
+    lines = read_history(memory, None)
+    applied = [line for line in lines if isinstance(line, AppliedEdit)]
+    assert applied == lines, "only applied edits here"
+    return applied
 
 
 def seed(memory: MemoryDir, *texts: str) -> None:
@@ -317,7 +321,7 @@ def test_history_skips_a_torn_last_line(
     memory: MemoryDir, caplog: pytest.LogCaptureFixture
 ) -> None:
     memory.edits.mkdir()
-    record = EditRecord(
+    record = AppliedEdit(
         time="2026-09-24T20:14:03Z",
         session=SESSION,
         call="c1",
@@ -337,18 +341,13 @@ async def test_a_change_no_journal_line_records_is_journalled_at_start(memory: M
     await apply(memory, {"action": "add", "file": "memory", "text": "a"})
     memory.path("memory.md").write_text("a\n§\nb\n")  # the owner's hand edit (or a crash)
     [found] = reconcile(memory)
-    assert (found.action, found.file, found.before, found.after) == (
-        "unjournalled",
-        "memory.md",
-        ["a"],
-        ["a", "b"],
-    )
-    assert journal(memory)[-1] == found
+    assert (found.file, found.before, found.after) == ("memory.md", ["a"], ["a", "b"])
+    assert read_history(memory, None)[-1] == found
     assert reconcile(memory) == []  # once journalled, nothing more to say
 
 
-def _edit(n: int, size: int) -> EditRecord:
-    return EditRecord(
+def _edit(n: int, size: int) -> HistoryEdit:
+    line = AppliedEdit(
         time="2026-11-01T08:00:00Z",
         session="chat-abcdefgh",
         call=f"c{n}",
@@ -358,6 +357,7 @@ def _edit(n: int, size: int) -> EditRecord:
         before=[],
         after=["x" * size],
     )
+    return HistoryEdit(id=proto.edit_id(line), line=line)
 
 
 @given(
@@ -368,7 +368,7 @@ def test_history_pages_give_every_edit_once_newest_first_each_within_budget(
     sizes: list[int], budget: int
 ) -> None:
     records = [_edit(n, size) for n, size in enumerate(sizes)]
-    seen: list[EditRecord] = []
+    seen: list[HistoryEdit] = []
     before: int | None = None if records else 0
     assert history_page([], None, budget) == ([], 0)
     while before != 0:
@@ -380,3 +380,105 @@ def test_history_pages_give_every_edit_once_newest_first_each_within_budget(
         seen = page + seen
         before = older
     assert seen == records
+
+
+def test_journal_lines_of_the_old_format_read_as_todays_with_the_same_ids(
+    memory: MemoryDir,
+) -> None:
+    # Lines as memoryd wrote them before the journal's lines were tagged by `kind`: an
+    # approved edit, an owner's undo and a change found at start (the `unjournalled` action).
+    old: list[dict[str, Any]] = [
+        {
+            "time": "2026-11-01T08:00:00Z",
+            "session": SESSION,
+            "call": "c1",
+            "approval": "ap-1",
+            "action": "add",
+            "file": "memory.md",
+            "before": [],
+            "after": ["tea"],
+            "moved": [],
+            "decision": "approved",
+            "surface": {"via": "mattermost", "user": "ana", "post": "p1"},
+            "taint": {"class": "private", "untrusted": True},
+            "proposed": '{"action":"add","file":"memory","text":"te"}',
+            "undoes": None,
+            "arguments": '{"action":"add","file":"memory","text":"tea"}',
+        },
+        {
+            "time": "2026-11-01T08:01:00Z",
+            "session": "owner-terminal",
+            "call": "owner-1",
+            "approval": "ap-2",
+            "action": "remove",
+            "file": "memory.md",
+            "before": ["tea"],
+            "after": [],
+            "decision": "owner",
+            "surface": {"via": "bxctl", "uid": 1000},
+            "undoes": "ed-abcdef",
+        },
+        {
+            "time": "2026-11-01T08:02:00Z",
+            "session": "",
+            "call": "",
+            "approval": None,
+            "action": "unjournalled",
+            "file": "user.md",
+            "before": [],
+            "after": ["Ana"],
+        },
+        {
+            "time": "2026-10-01T08:00:00Z",
+            "session": SESSION,
+            "call": "c0",
+            "approval": "ap-0",
+            "action": "add",
+            "file": "user.md",
+            "before": [],
+            "after": ["x"],
+        },
+    ]
+    memory.edits.mkdir()
+    (memory.edits / "2026-11.jsonl").write_text("".join(json.dumps(o) + "\n" for o in old))
+    approved, undo, hand, before_issue_21 = read_history(memory, None)
+    assert approved == AppliedEdit(
+        time="2026-11-01T08:00:00Z",
+        session=SESSION,
+        call="c1",
+        approval="ap-1",
+        action="add",
+        file="memory.md",
+        before=[],
+        after=["tea"],
+        arguments='{"action":"add","file":"memory","text":"tea"}',
+        taint=proto.Label(untrusted=True),
+        decided=proto.OwnerApproved(
+            surface=proto.Surface(via="mattermost", user="ana", post="p1"),
+            proposed='{"action":"add","file":"memory","text":"te"}',
+        ),
+    )
+    assert isinstance(undo, AppliedEdit)
+    assert undo.decided == proto.OwnerEdit(
+        surface=proto.Surface(via="bxctl", uid=1000), undoes="ed-abcdef"
+    )
+    assert hand == proto.HandChange(
+        time="2026-11-01T08:02:00Z", file="user.md", before=[], after=["Ana"]
+    )
+    assert isinstance(before_issue_21, AppliedEdit)
+    assert before_issue_21.decided is None
+    # the ids the owner saw before (computed by the code of that time) stay theirs
+    assert [proto.edit_id(line) for line in (approved, undo, hand)] == [
+        "ed-wpcymk",
+        "ed-sjhli2",
+        "ed-wzmvd5",
+    ]
+
+
+def test_a_journal_line_neither_format_reads_is_skipped_with_todays_problem(
+    memory: MemoryDir, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory.edits.mkdir()
+    (memory.edits / "2026-11.jsonl").write_text('{"kind": "applied", "time": 5}\n')
+    assert read_history(memory, None) == []
+    assert "line 1" in caplog.text

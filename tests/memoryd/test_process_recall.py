@@ -115,7 +115,7 @@ async def test_an_index_damaged_while_running_is_named_and_lost_nothing(
     assert "Traceback" not in ended.log
 
 
-def journal_of_a_full_memory(home: Path, edits: int) -> list[proto.EditRecord]:
+def journal_of_a_full_memory(home: Path, edits: int) -> list[proto.AppliedEdit]:
     """`edits` replaces of a memory.md kept near its limit, written as memoryd journals them."""
     facts = [f"Fact {i}: " + "x" * 95 for i in range(20)]  # 2,100 characters: nearly full
     records = []
@@ -123,7 +123,7 @@ def journal_of_a_full_memory(home: Path, edits: int) -> list[proto.EditRecord]:
         before = list(facts)
         facts[n % 20] = f"Fact {n % 20}, version {n}: " + "y" * 84
         records.append(
-            proto.EditRecord(
+            proto.AppliedEdit(
                 time="2026-11-01T08:00:00Z",
                 session=SESSION,
                 call=f"call-{n}",
@@ -151,6 +151,7 @@ async def test_a_journal_larger_than_a_frame_is_shown_whole(
     assert await run("memory", "history", "--json", "--home", str(home)) == 0
     shown = json.loads(capsys.readouterr().out)
     assert [edit["call"] for edit in shown] == [r.call for r in reversed(records)]
+    assert [edit["id"] for edit in shown] == [proto.edit_id(r) for r in reversed(records)]
     assert await run("memory", "history", "--home", str(home)) == 0
     out = capsys.readouterr().out
     assert out.count("  replace memory.md  session") == 300

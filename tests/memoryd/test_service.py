@@ -80,7 +80,8 @@ async def test_block_edit_block(role: Memoryd) -> None:
     assert "# memory.md (0 of 2,200 characters)\n(empty)" in before.text
     assert reply.status == "ok"
     assert "# memory.md (12 of 2,200 characters)\nUTC, always." in after.text
-    assert [e.after for e in history.edits] == [["UTC, always."]]
+    assert [e.line.after for e in history.edits] == [["UTC, always."]]
+    assert [e.id for e in history.edits] == [proto.edit_id(e.line) for e in history.edits]
 
 
 async def test_refused_block_names_the_runbook(role: Memoryd) -> None:
@@ -130,13 +131,26 @@ async def test_each_socket_accepts_only_its_kinds(served: Memoryd, settings: Set
         for path, request in (
             (settings.loop_socket, memory_call("x")),
             (settings.broker_socket, MemoryBlock()),
-            (settings.admin_socket, MemoryBlock()),
+            (settings.admin_socket, SessionUpdated(session=SESSION)),
             (settings.admin_socket, memory_call("x")),
         ):
             with pytest.raises(proto.RemoteError) as wrong:
                 await proto.call(path, request, Ok)
             assert wrong.value.code == "wrong-socket"
     assert served.memory.path("memory.md").read_text() == ""
+
+
+async def test_the_owner_reads_the_block_loopd_gets_on_the_owners_own_socket(
+    served: Memoryd, settings: Settings
+) -> None:
+    # The owner may not enter loopd's socket folder (the systemd install's groups), so
+    # `bxctl memory show` asks the owner socket: the same block, byte for byte.
+    served.memory.path("user.md").write_text("Ana")
+    with trio.fail_after(CAP_S):
+        owners = await proto.call(settings.admin_socket, MemoryBlock(), MemoryBlockReply)
+        loopds = await proto.call(settings.loop_socket, MemoryBlock(), MemoryBlockReply)
+    assert owners == loopds
+    assert "# user.md (3 of 1,375 characters)\nAna" in owners.text
 
 
 async def test_oversized_frame_is_refused_and_memoryd_keeps_serving(

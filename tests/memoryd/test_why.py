@@ -21,11 +21,14 @@ from memoryd._edits import EditApplier, read_history
 from memoryd._files import MemoryDir
 from memoryd._why import why
 from proto import (
+    AppliedEdit,
     AssistantRecord,
     Decided,
     Label,
     MemoryWhy,
     MemoryWhyReply,
+    OwnerApproved,
+    OwnerEdit,
     Surface,
     ToolCall,
     ToolRequest,
@@ -74,32 +77,35 @@ def ask_why(memory: MemoryDir, sessions: Path, part: str) -> MemoryWhyReply:
 
 async def test_the_journal_says_who_decided_where_and_under_what_taint(memory: MemoryDir) -> None:
     model = json.dumps({"action": "add", "file": "memory", "text": "likes tea"})
-    decided = Decided(decision="approved", surface=HERE, proposed=model, undoes="ed-abcdef")
+    decided = OwnerApproved(surface=HERE, proposed=model)
     args = {"action": "add", "file": "memory", "text": "likes green tea"}
     await apply(memory, args, decided=decided, taint=UNTRUSTED)
     (line,) = read_history(memory, None)
-    assert (line.decision, line.surface, line.taint, line.proposed, line.undoes) == (
-        "approved",
-        HERE,
-        UNTRUSTED,
-        model,
-        "ed-abcdef",
-    )
+    assert isinstance(line, AppliedEdit)
+    assert (line.decided, line.taint) == (decided, UNTRUSTED)
     assert line.arguments == json.dumps(args)
+
+
+async def test_the_journal_keeps_which_edit_an_owners_undo_undoes(memory: MemoryDir) -> None:
+    decided = OwnerEdit(surface=HERE, undoes="ed-abcdef")
+    await apply(memory, {"action": "add", "file": "memory", "text": "x"}, decided=decided)
+    (line,) = read_history(memory, None)
+    assert isinstance(line, AppliedEdit)
+    assert line.decided == decided
 
 
 async def test_a_request_without_decided_journals_none(memory: MemoryDir) -> None:
     await apply(memory, {"action": "add", "file": "user", "text": "Ana"})
     (line,) = read_history(memory, None)
-    assert (line.decision, line.surface, line.proposed, line.undoes) == (None, None, None, None)
-    assert line.taint == Label()
+    assert isinstance(line, AppliedEdit)
+    assert (line.decided, line.taint) == (None, Label())
 
 
 async def test_why_tells_an_add_and_what_the_owner_said(memory: MemoryDir, tmp_path: Path) -> None:
     call = await apply(
         memory,
         {"action": "add", "file": "memory", "text": "Launch is on Thursday."},
-        decided=Decided(decision="approved", surface=HERE),
+        decided=OwnerApproved(surface=HERE),
     )
     log = tmp_path / SESSION / "0.jsonl"
     log.parent.mkdir(parents=True)
@@ -118,6 +124,7 @@ async def test_why_tells_an_add_and_what_the_owner_said(memory: MemoryDir, tmp_p
     assert (entry.file, entry.entry) == ("memory", "Launch is on Thursday.")
     (edit,) = entry.edits
     (line,) = read_history(memory, None)
+    assert isinstance(line, AppliedEdit)
     assert edit.id == proto.edit_id(line)
     assert (edit.action, edit.session, edit.call, edit.approval) == (
         "add",
@@ -125,9 +132,8 @@ async def test_why_tells_an_add_and_what_the_owner_said(memory: MemoryDir, tmp_p
         call,
         line.approval,
     )
-    assert (edit.decision, edit.surface, edit.owner_said, edit.previous) == (
-        "approved",
-        HERE,
+    assert (edit.decided, edit.owner_said, edit.previous) == (
+        OwnerApproved(surface=HERE),
         "remember: launch is Thursday",
         None,
     )
@@ -139,7 +145,7 @@ async def test_why_follows_replaces_back_to_the_first_version(
     await apply(memory, {"action": "add", "file": "memory", "text": "tea v1"})
     await apply(memory, {"action": "add", "file": "memory", "text": "coffee"})
     await apply(memory, {"action": "replace", "file": "memory", "old": "tea v1", "text": "tea v2"})
-    owner = Decided(decision="owner", surface=HERE)
+    owner = OwnerEdit(surface=HERE)
     await apply(
         memory,
         {"action": "replace", "file": "memory", "old": "tea v2", "text": "tea v3"},
@@ -151,7 +157,7 @@ async def test_why_follows_replaces_back_to_the_first_version(
         ("replace", "tea v1"),
         ("add", None),
     ]
-    assert entry.edits[0].decision == "owner"
+    assert entry.edits[0].decided == owner
     assert entry.edits[0].owner_said is None  # the owner's own edit
 
 

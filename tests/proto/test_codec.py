@@ -127,28 +127,31 @@ DECIDED = st.builds(
 ) | st.builds(proto.OwnerEdit, surface=SURFACES, undoes=st.none() | st.text())
 JOURNAL_FILES = st.sampled_from(["memory.md", "user.md"])
 ENTRIES = st.lists(st.text(), max_size=3)
-EDITS = st.builds(
-    proto.HistoryEdit,
-    id=st.text(),
-    line=st.builds(
-        proto.AppliedEdit,
-        time=st.text(),
-        session=st.text(),
-        call=st.text(),
-        approval=st.none() | st.text(),
-        action=st.sampled_from(["add", "replace", "remove", "consolidate"]),
-        file=JOURNAL_FILES,
-        before=ENTRIES,
-        after=ENTRIES,
-        moved=ENTRIES,
-        arguments=st.none() | st.text(),
-        taint=st.none() | LABELS,
-        decided=st.none() | DECIDED,
-    )
-    | st.builds(
-        proto.HandChange, time=st.text(), file=JOURNAL_FILES, before=ENTRIES, after=ENTRIES
-    ),
+APPLIED = st.builds(
+    proto.AppliedEdit,
+    time=st.text(),
+    session=st.text(),
+    call=st.text(),
+    approval=st.none() | st.text(),
+    action=st.sampled_from(["add", "replace", "remove", "consolidate"]),
+    file=JOURNAL_FILES,
+    before=ENTRIES,
+    after=ENTRIES,
+    moved=ENTRIES,
+    arguments=st.none() | st.text(),
+    taint=st.none() | LABELS,
+    decided=st.none() | DECIDED,
 )
+JOURNAL = APPLIED | st.builds(
+    proto.HandChange,
+    time=st.text(),
+    file=JOURNAL_FILES,
+    before=st.lists(st.text(), max_size=3),
+    after=st.lists(st.text(), max_size=3),
+)
+EDITS = st.builds(proto.HistoryEdit, id=st.text(), line=JOURNAL)
+MEMORY_ARGS = st.builds(proto.MemoryAdd, file=st.sampled_from(["memory", "user"]), text=st.text())
+PARTS = st.text(min_size=1, max_size=proto.MAX_PART_CHARS)
 
 EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
     SessionUpdated: st.builds(SessionUpdated, session=SESSION_IDS),
@@ -180,6 +183,28 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
         MemoryHistoryReply, edits=st.lists(EDITS, max_size=3), older=st.integers(min_value=0)
     ),
     Approvals: st.builds(Approvals, pending=st.lists(PENDING, max_size=3)),
+    proto.MemoryAmbiguous: st.builds(
+        proto.MemoryAmbiguous,
+        entries=st.lists(
+            st.builds(proto.FoundEntry, file=st.sampled_from(["memory", "user"]), entry=st.text())
+        ),
+        omitted=st.integers(min_value=0),
+    ),
+    proto.MemoryFind: st.builds(
+        proto.MemoryFind, part=PARTS, file=st.sampled_from([None, "memory", "user"])
+    ),
+    proto.UndoPlanned: st.builds(proto.UndoPlanned, id=st.text(), edit=APPLIED, undo=MEMORY_ARGS),
+    proto.UndoHandChange: st.builds(
+        proto.UndoHandChange,
+        id=st.text(),
+        change=st.builds(
+            proto.HandChange,
+            time=st.text(),
+            file=JOURNAL_FILES,
+            before=st.lists(st.text()),
+            after=st.lists(st.text()),
+        ),
+    ),
     SessionOpen: st.builds(SessionOpen, origin=st.text(), session=st.none() | SESSION_IDS),
     SessionOpened: st.builds(SessionOpened, session=SESSION_IDS, created=st.booleans()),
     Say: st.builds(
@@ -252,7 +277,7 @@ def strategy_for(cls: type[Message]) -> st.SearchStrategy[Message]:
 
 def test_explicit_strategies_name_real_kinds() -> None:
     assert set(EXPLICIT) <= set(KINDS)
-    assert len(KINDS) == 39
+    assert len(KINDS) == 47
 
 
 # -- round trip ---------------------------------------------------------------------------

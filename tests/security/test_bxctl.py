@@ -40,7 +40,6 @@ from proto import (
     AuditVerified,
     BaselinePreviewReply,
     Class,
-    EditRecord,
     GrantInfo,
     GrantProblem,
     Grants,
@@ -295,20 +294,20 @@ async def test_recall_and_memory_show_render_hits_and_the_block(
 async def test_memory_history_renders_entries_and_fields(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    edit = EditRecord(
+    edit = proto.AppliedEdit(
         time=SHORT_HOSTILE,
         session=SHORT_HOSTILE,
         call=SHORT_HOSTILE,
         approval=SHORT_HOSTILE,
-        action=SHORT_HOSTILE,
-        file=SHORT_HOSTILE,
+        action="consolidate",  # the action and file are checked when the reply is read
+        file="memory.md",
         before=[HOSTILE],
         after=[ROBIN],
         moved=[HOSTILE],
     )
 
     async def memoryd(request: Message, conn: proto.Connection) -> Message:
-        return MemoryHistoryReply(edits=[edit])
+        return MemoryHistoryReply(edits=[proto.HistoryEdit(id=SHORT_HOSTILE, line=edit)])
 
     await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
     assert await run("memory", "history", "--home", str(short_dir)) == 0
@@ -318,7 +317,9 @@ async def test_memory_history_renders_entries_and_fields(
     assert proto.from_terminal("\n".join(moved)) == HOSTILE
     assert f"    + {proto.for_terminal(ROBIN)}\n" in out
     assert await run("memory", "history", "--json", "--home", str(short_dir)) == 0
-    assert msgspec.json.decode(printed(capsys), type=list[EditRecord]) == [edit]
+    (shown,) = msgspec.json.decode(printed(capsys), type=list[dict[str, object]])
+    assert shown.pop("id") == SHORT_HOSTILE
+    assert msgspec.convert(shown, proto.JournalLine) == edit
 
 
 # -- brokerd's answers ---------------------------------------------------------------

@@ -195,7 +195,7 @@ _OPTIONS: dict[str, frozenset[str]] = {
     "help": frozenset(),
 }
 
-_COMMAND = re.compile(r"(?P<word>[A-Za-z][A-Za-z-]*)(?P<rest>(?:\s.*)?)\Z", re.DOTALL)
+_COMMAND = re.compile(r"(?P<word>[A-Za-z]\S*)(?P<rest>.*)", re.DOTALL)
 _OPTION = re.compile(r"--\S*")
 
 

@@ -388,13 +388,13 @@ def _why_edit(edit: WhyEdit) -> list[Line | Block]:
                 )
             )
     if edit.owner_said is not None:
-        parts += [line("you had said:", depth=2), Block(edit.owner_said, depth=3)]
+        parts += [line("you had said:", depth=2), Block(edit.owner_said, depth=2)]
     if edit.previous is not None:
-        parts += [line("before this edit it read:", depth=2), Block(edit.previous, depth=3)]
+        parts += [line("before this edit it read:", depth=2), Block(edit.previous, depth=2)]
     if isinstance(edit.decided, proto.OwnerApproved) and edit.decided.proposed is not None:
         parts += [
             line("approved with your changes; boxmaker had proposed:", depth=2),
-            Block(edit.decided.proposed, depth=3),
+            Block(edit.decided.proposed, depth=2),
         ]
     return parts
 
