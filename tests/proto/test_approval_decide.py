@@ -1,5 +1,6 @@
 """`approval_decide` (issue 30): ARCHITECTURE §3's frame `{id, approve, reason?}` as it was,
-a verdict code matches on, and a denial with arguments that is not a frame at all."""
+a verdict code matches on, and a denial with arguments that is not a frame at all; and
+loopd's `tool_request` as documented, which carries no authority."""
 
 from __future__ import annotations
 
@@ -103,3 +104,20 @@ def test_any_combination_is_a_verdict_or_refused(
             assert not approve
             assert arguments is None
             assert said == reason
+
+
+def test_loopds_documented_tool_request_decodes_with_no_authority() -> None:
+    # ARCHITECTURE §3 has loopd send `approval: null`; it says nothing of authority.
+    body = json.dumps(
+        {
+            "kind": "tool_request",
+            "session": "chat-abcdefgh",
+            "call": {"id": "c1", "name": "recall", "arguments": "{}"},
+            "taint": {"class": "private", "untrusted": False},
+            "approval": None,
+        }
+    ).encode()
+    message = proto.decode_body(body)
+    assert isinstance(message, proto.ToolRequest)
+    assert message.authority is None
+    assert b"authority" not in msgspec.json.encode(message)  # absent when there is none
