@@ -1,9 +1,11 @@
-"""Issue 21 in Mattermost: the owner's `!` commands and `edit CODE:` before approving,
-through real roles, the real bridge and the fake Mattermost."""
+"""The owner's `!` commands in Mattermost, a change's card answered by a reply or a
+reaction, and `edit CODE:` before approving: through real roles, the real bridge and the
+fake Mattermost."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -28,47 +30,112 @@ def memory(mms: MattermostStack) -> str:
 
 async def bot_says(mms: MattermostStack, root: str, words: str) -> str:
     """Wait for the bridge's post in the thread of `root` holding `words`; its text."""
-    posts = await mms.until(
-        lambda: [p for p in mms.bot_posts(root=root) if words in p.message],
-        f"a post with {words!r}",
-    )
+    try:
+        posts = await mms.until(
+            lambda: [p for p in mms.bot_posts(root=root) if words in p.message],
+            f"a post with {words!r}",
+        )
+    except AssertionError as exc:
+        said = "\n---\n".join(p.message for p in mms.bot_posts(root=root))
+        raise AssertionError(f"{exc}\n--- the bridge's posts in the thread ---\n{said}") from None
     return str(posts[-1].message)
 
 
-def journal(mms: MattermostStack) -> list[proto.EditRecord]:
-    return [
+def journal(mms: MattermostStack) -> list[proto.AppliedEdit]:
+    lines = [
         record
         for path in sorted((mms.home / "memory" / "edits").glob("*.jsonl"))
         for record in proto.EDIT_JOURNAL.read(path).records
     ]
+    assert all(isinstance(line, proto.AppliedEdit) for line in lines)
+    return [line for line in lines if isinstance(line, proto.AppliedEdit)]
+
+
+def card_code(card: str) -> str:
+    """The code a change's card asks the owner to name."""
+    found = re.search(r"Reply \*\*yes ([a-z0-9]{3})\*\*", card)
+    assert found is not None, card
+    return found[1]
+
+
+def owners_edit(edit: proto.AppliedEdit, post: str) -> bool:
+    """Whether `edit` was the owner's own, asked by their Mattermost `post`."""
+    match edit.decided:
+        case proto.OwnerEdit(surface=surface):
+            return (surface.via, surface.user, surface.post) == ("mattermost", "owner", post)
+        case _:
+            return False
 
 
 async def test_remember_why_and_undo_from_the_owners_posts(mms: MattermostStack) -> None:
     asked = mms.says("!remember my daughter's name is Ines")
-    said = await bot_says(mms, asked, "Remembered")
+    said = await bot_says(mms, asked, "memory.md updated (")
     assert "it takes effect in the next session" in said  # memoryd's sentence, as it is
     assert memory(mms) == "my daughter's name is Ines"
     assert asked in mms.state().handled
     assert not mms.session_dir(asked).exists()  # never sent to the model
     [edit] = journal(mms)
-    assert edit.decision == "owner"
-    assert edit.surface == proto.Surface(
-        via="mattermost", uid=edit.surface.uid if edit.surface else None, user="owner", post=asked
-    )
+    assert owners_edit(edit, asked)
 
     mms.says("!why Ines", root=asked)
-    why = await bot_says(mms, asked, "**memory.md**")
-    assert "your own edit, in Mattermost" in why
+    why = await bot_says(mms, asked, "memory.md:\n```text")
+    assert f"your own edit, on Mattermost (@`owner`, post `{asked}`)" in why
     assert proto.edit_id(edit) in why
 
     mms.says("!undo", root=asked)
-    shown = await bot_says(mms, asked, "is undone by")
-    assert f"!undo {proto.edit_id(edit)} --yes" in shown
+    shown = await bot_says(mms, asked, "its undo would:")
+    assert proto.edit_id(edit) in shown
     assert memory(mms) == "my daughter's name is Ines"  # only shown, not done
-    mms.says(f"!undo {proto.edit_id(edit)} --yes", root=asked)
-    await bot_says(mms, asked, "Undone")
+    yes = mms.says(f"yes {card_code(shown)}", root=asked)
+    await bot_says(mms, asked, "memory.md updated (0 of 2,200 characters)")
     assert memory(mms) == ""
-    assert journal(mms)[-1].undoes == proto.edit_id(edit)
+    (undo,) = [e for e in journal(mms) if owners_edit(e, yes)]  # with the post that said yes
+    assert isinstance(undo.decided, proto.OwnerEdit)
+    assert undo.decided.undoes == proto.edit_id(edit)
+    assert not mms.state().confirmations
+
+
+async def test_a_forget_is_shown_then_done_by_a_reaction_or_dropped_by_a_no(
+    mms: MattermostStack,
+) -> None:
+    asked = mms.says("!remember Owner drinks tea.")
+    await bot_says(mms, asked, "memory.md updated (")
+    other = mms.says("!remember Owner walks to work.")
+    await bot_says(mms, other, "memory.md updated (")
+
+    mms.says("!forget tea", root=asked)
+    shown = await bot_says(mms, asked, "Owner drinks tea.")
+    code = card_code(shown)
+    (open_card,) = mms.state().confirmations.values()
+    mms.says(f"no {code}", root=asked)
+    await bot_says(mms, asked, "nothing changed")
+    assert "Owner drinks tea." in memory(mms)
+    assert not mms.state().confirmations
+
+    mms.says("!forget walks", root=asked)
+    shown = await bot_says(mms, asked, "Owner walks to work.")
+    card = [p for p in mms.bot_posts(root=asked) if p.message == shown][-1]
+    mms.says("yes", root=asked)  # no code: told how, nothing done
+    await bot_says(mms, asked, "name the code on the card")
+    assert "walks to work" in memory(mms)
+    mms.react(card.id, "white_check_mark")
+    (forgot,) = await mms.until(  # audited with the card reacted on
+        lambda: [e for e in journal(mms) if owners_edit(e, card.id)], "the forget journalled"
+    )
+    assert forgot.action == "remove"
+    assert "walks to work" not in memory(mms)
+    assert open_card.id not in mms.state().confirmations
+
+
+async def test_a_change_waiting_for_a_yes_survives_a_killed_bridge(mms: MattermostStack) -> None:
+    asked = mms.says("!remember Owner drinks tea.")
+    await bot_says(mms, asked, "memory.md updated (")
+    mms.says("!forget tea", root=asked)
+    shown = await bot_says(mms, asked, "Reply **yes")
+    await mms.kill()
+    await mms.start()
+    mms.says(f"yes {card_code(shown)}", root=asked)
+    await mms.until(lambda: memory(mms) == "", "the entry forgotten")
 
 
 async def test_nobody_but_the_owner_commands_and_a_model_answer_is_never_a_command(
@@ -101,15 +168,16 @@ async def test_the_owner_edits_a_proposal_before_approving_it(mms: MattermostSta
     assert (await mms.answered(asked)).message.endswith("Noted.")
     assert memory(mms) == "Owner drinks green tea, no sugar."
     [edit] = journal(mms)
-    assert edit.proposed is not None
-    assert "Owner drinks tea." in edit.proposed
+    assert isinstance(edit.decided, proto.OwnerApproved)
+    assert edit.decided.proposed is not None
+    assert "Owner drinks tea." in edit.decided.proposed
     log = (mms.session_dir(asked) / proto.LOG_FILE).read_text()
     assert "the owner approved this call with changes" in log  # the model is told
     await mms.until(lambda: "Approved with your changes" in mms.card(card), "the outcome")
     mms.says("!why green tea", root=asked)
-    why = await bot_says(mms, asked, "**memory.md**")
-    assert "approved by you with your changes" in why
-    assert "boxmaker had proposed" in why
+    why = await bot_says(mms, asked, "memory.md:\n```text")
+    assert "approved by you on Mattermost" in why
+    assert "approved with your changes; boxmaker had proposed:" in why
 
 
 async def test_the_owners_pending_version_survives_a_killed_bridge(mms: MattermostStack) -> None:

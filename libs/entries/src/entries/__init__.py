@@ -52,6 +52,7 @@ from ._commands import command_for as command_for
 from ._commands import help_rows as help_rows
 from ._commands import parse_command as parse_command
 from ._commands import part_problem as part_problem
+from ._desk import DECLINED as DECLINED
 from ._desk import Ask as Ask
 from ._desk import Confirm as Confirm
 from ._desk import Proposal as Proposal

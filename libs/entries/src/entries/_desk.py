@@ -66,6 +66,7 @@ from ._commands import (
 from ._limits import file_name
 
 __all__ = [
+    "DECLINED",
     "Ask",
     "Confirm",
     "Proposal",
@@ -111,6 +112,9 @@ class Confirm:
     question: Answer
     proposal: Proposal
 
+
+DECLINED = Answer((line("nothing changed"),), ok=False)
+"""The answer when the owner says no to a change they were shown."""
 
 Steps = Generator[Ask, Message, M]
 """The requests a command makes, its replies sent in, and what it ends with."""

@@ -232,5 +232,8 @@ def _refusal(error: OSError) -> str:
     if isinstance(error, ConnectionRefusedError):
         return "connection refused (is it running?)"
     if isinstance(error, PermissionError):
-        return "permission denied (run as the owner's user)"
+        return (
+            "permission denied (run as the owner's login; on a systemd install that login "
+            "must be in the boxmaker-owner group: docs/install.md)"
+        )
     return os_reason(error)

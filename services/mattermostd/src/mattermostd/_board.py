@@ -1,5 +1,7 @@
 """The approval board: the approvals the bridge posted, by id, by post, by thread, by call.
 
+It finds the changes waiting for the owner's yes (`confirmations_in`) the same way.
+
 An approval is settled by its call: brokerd names the call an approval decides
 (`PendingApproval.call_id`), and the `tool_result` of that call (in the session's turn,
 live or replayed by `turn_follow`) closes it. Nothing is inferred from what came before
@@ -12,8 +14,9 @@ from typing import assert_never
 
 import trio
 
+from ._answers import decision_code
 from ._ledger import Ledger
-from ._state import DecidedInMattermost, OpenApproval, Undecided
+from ._state import DecidedInMattermost, OpenApproval, OpenConfirmation, Undecided
 
 __all__ = ["Board"]
 
@@ -65,6 +68,25 @@ class Board:
     def of_session(self, session: str) -> list[OpenApproval]:
         """The open approvals of one session."""
         return [a for a in self._ledger.state.approvals.values() if a.session == session]
+
+    # -- the owner's confirmations -------------------------------------------------------
+
+    def confirmations_in(self, root_id: str) -> list[OpenConfirmation]:
+        """The changes waiting for the owner's yes in the thread `root_id`."""
+        return [c for c in self._ledger.state.confirmations.values() if c.root_id == root_id]
+
+    def confirmation_of_post(self, post_id: str) -> OpenConfirmation | None:
+        """The waiting change shown by the post `post_id`."""
+        for confirmation in self._ledger.state.confirmations.values():
+            if confirmation.post_id == post_id:
+                return confirmation
+        return None
+
+    def codes_in(self, root_id: str) -> set[str]:
+        """The codes an answer may name in the thread `root_id` (approvals', changes')."""
+        ids = [a.id for a in self.all() if a.root_id == root_id]
+        ids += [c.id for c in self.confirmations_in(root_id)]
+        return {decision_code(i) for i in ids}
 
     # -- what is under way ---------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from ._desk import Desk
 from ._inbox import (
     Answers,
     Command,
+    Confirms,
     Empty,
     ForSession,
     Ignored,
@@ -87,7 +88,7 @@ class Bridge:
             self.approvals,
             ReplyPoster(self.out, self.ledger, settings.update_s, self._typing),
         )
-        self.desk = Desk(settings, self.out)
+        self.desk = Desk(settings, self.ledger, self.board, self.out)
         self.inbox = Inbox(owner_id=settings.owner_id, bot_id="", channels=frozenset())
         self.stream: Stream | None = None
         self.connected = trio.Event()
@@ -211,22 +212,25 @@ class Bridge:
                     self.ledger.handled(reply.id, reply.create_at)
                 where = reply.id if reply is not None else None
                 await self.approvals.decide(approval_id, answer, how=how, post=where)
+            case Confirms(confirmation_id=ident, answer=answer, how=how, post=Post() as reply):
+                self.ledger.handled(reply.id, reply.create_at)
+                self.turns.soon(self.desk.confirm, ident, answer, how, reply.id)
             case Command(command=command, post=asked):
                 self.ledger.handled(asked.id, asked.create_at)
                 self.turns.soon(self.desk.run, command, asked)
             case Revises(approval_id=approval_id, text=text, post=asked):
                 self.ledger.handled(asked.id, asked.create_at)
                 self.turns.soon(self.approvals.revise, approval_id, text, asked)
-            case Unconfirmed(approval_id=approval_id, post=bare):
+            case Unconfirmed(codes=codes, post=bare):
                 self.ledger.handled(bare.id, bare.create_at)
-                code = decision_code(approval_id)
+                code = codes[-1]
                 await self.out.post(
                     bare.channel_id,
                     bare.root_id or bare.id,
-                    f"To decide, name the code on the approval's card: **yes {code}** or "
-                    f"**no {code}** (a reason may follow), or react :white_check_mark: or :x: "
-                    "on the card. A plain yes or no is not taken: a plugin's slash command can "
-                    "post one in your name.",
+                    f"To decide, name the code on the card: **yes {code}** or **no {code}** "
+                    f"(a reason may follow), or react :white_check_mark: or :x: on the card. "
+                    "A plain yes or no is not taken: a plugin's slash command can post one in "
+                    "your name.",
                 )
             case Empty(post=empty):
                 self.ledger.handled(empty.id, empty.create_at)
@@ -254,12 +258,13 @@ class Bridge:
 
     async def _reaction(self, reaction: Reaction) -> None:
         meaning = self.inbox.reaction(reaction, self.board)
-        if isinstance(meaning, Answers):
-            await self.approvals.decide(
-                meaning.approval_id, meaning.answer, how=meaning.how, post=reaction.post_id
-            )
-        else:
-            self._note(meaning)
+        match meaning:
+            case Answers(approval_id=approval_id, answer=answer, how=how):
+                await self.approvals.decide(approval_id, answer, how=how, post=reaction.post_id)
+            case Confirms(confirmation_id=ident, answer=answer, how=how):
+                self.turns.soon(self.desk.confirm, ident, answer, how, reaction.post_id)
+            case _:
+                self._note(meaning)
 
     def _note(self, meaning: Meaning) -> None:
         """Log what the bridge does not act on, once where it could repeat."""

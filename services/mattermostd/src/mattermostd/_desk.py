@@ -6,21 +6,31 @@ plans undos; every change is the owner's own edit at brokerd, audited with the p
 asked). What is the bridge's is its client (trio, `proto.call`), the Markdown rendering
 (`entries.to_markdown`: outside text only inside code spans and blocks) and how the
 owner confirms a change in a thread.
+
+A change that needs the owner's yes (`!forget`, `!replace`, `!undo`) is shown as a card
+in the thread, with a code as an approval's has: **yes CODE** or a ✅ on the card
+applies exactly what it showed, **no CODE** or ❌ drops it. The card is in the bridge's
+state file (`OpenConfirmation`) before it is posted, and taken out of it before the change
+is applied, so a restart keeps it answerable and one yes applies it at most once.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from typing import TypeVar, assert_never
 
 import entries
 import proto
 from proto import Surface
 
+from ._answers import OwnerAnswer, OwnerApproves, OwnerDenies, decision_code
 from ._api import Post
+from ._board import Board
 from ._config import Settings
+from ._ledger import Ledger
 from ._outbound import Outbound
-from ._state import session_of
+from ._state import OpenConfirmation, session_of
 
 __all__ = ["Desk", "DeskCommand"]
 
@@ -35,19 +45,66 @@ DeskCommand = entries.OwnerCommand | entries.NotACommand | entries.Usage
 class Desk:
     """Runs the owner's commands for one bridge."""
 
-    def __init__(self, settings: Settings, out: Outbound) -> None:
+    def __init__(self, settings: Settings, ledger: Ledger, board: Board, out: Outbound) -> None:
         self.s = settings
+        self.ledger = ledger
+        self.board = board
         self.out = out
 
     async def run(self, command: DeskCommand, post: Post) -> None:
         """Run `command`, asked by the owner's `post`, and answer in its thread."""
+        root = post.root_id or post.id
         try:
             answer = await self._answer(command, post)
         except proto.CallFailed as exc:
-            answer = f"**That did not work:** {proto.code_span(str(exc))}. Try again in a moment."
-        await self.out.post(post.channel_id, post.root_id or post.id, answer)
+            answer = _failed(exc)
+        if isinstance(answer, entries.Confirm):
+            await self._ask(answer, post.channel_id, root)
+        else:
+            await self.out.post(post.channel_id, root, answer)
 
-    async def _answer(self, command: DeskCommand, post: Post) -> str:
+    async def confirm(self, confirmation_id: str, answer: OwnerAnswer, how: str, post: str) -> None:
+        """The owner answered a change's card (`post`: the reply, or the card reacted on)."""
+        confirmation = self.ledger.confirmation_closed(confirmation_id)
+        if confirmation is None:  # answered already (a reaction after the yes)
+            return
+        match answer:
+            case OwnerDenies():
+                text = entries.to_markdown(entries.DECLINED)
+            case OwnerApproves():
+                log.info("the owner confirmed %s from Mattermost (%s)", confirmation.id, how)
+                surface = Surface(via="mattermost", user=self.s.owner_name, post=post)
+                steps = entries.apply_proposal(
+                    confirmation.proposal, surface=surface, session=session_of(confirmation.root_id)
+                )
+                try:
+                    text = entries.to_markdown(await self._drive(steps))
+                except proto.CallFailed as exc:
+                    text = _failed(exc)
+            case _:
+                assert_never(answer)
+        await self.out.post(confirmation.channel_id, confirmation.root_id, text)
+
+    async def _ask(self, confirm: entries.Confirm, channel: str, root: str) -> None:
+        """Show the change as a card, kept in the state file before it is posted."""
+        taken = self.board.codes_in(root)
+        ident = _confirmation_id()
+        while decision_code(ident) in taken:
+            ident = _confirmation_id()
+        card = OpenConfirmation(
+            id=ident, channel_id=channel, root_id=root, proposal=confirm.proposal
+        )
+        self.ledger.confirmation_opened(card)
+        code = decision_code(ident)
+        text = (
+            entries.to_markdown(confirm.question)
+            + f"\n\nReply **yes {code}** to do it or **no {code}** to leave it, or react "
+            ":white_check_mark: or :x: on this post."
+        )
+        posted = await self.out.post(channel, root, text)
+        self.ledger.confirmation_post(card, posted.id)
+
+    async def _answer(self, command: DeskCommand, post: Post) -> str | entries.Confirm:
         help_text = entries.to_markdown(entries.Answer((entries.Table(_help()),)))
         match command:
             case entries.NotACommand(word=word):
@@ -68,8 +125,8 @@ class Desk:
                                 "the owner's %s from Mattermost (post %s)", _name(command), post.id
                             )
                         return entries.to_markdown(result)
-                    case entries.Confirm(question=question):
-                        return entries.to_markdown(question) + "\n\n" + _how_to_confirm(command)
+                    case entries.Confirm():
+                        return result
                     case _:
                         assert_never(result)
 
@@ -103,15 +160,13 @@ def _name(command: entries.OwnerCommand) -> str:
     return type(command).__name__.lower()
 
 
-def _how_to_confirm(command: entries.OwnerCommand) -> str:
-    match command:
-        case entries.Forget(part=part, file=file):
-            flag = f" --{file}" if file is not None else ""
-            return (
-                f"To do it, post `!forget{flag} --yes` and the same words: {proto.code_span(part)}."
-            )
-        case entries.Undo(edit=edit):
-            shown = f" {edit}" if edit else ""
-            return f"To do it, post `!undo{shown} --yes`."
-        case _:
-            return ""
+def _failed(exc: proto.CallFailed) -> str:
+    return f"**That did not work:** {proto.code_span(str(exc))}. Try again in a moment."
+
+
+_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+"""No l, o, 0 or 1: a code is read off a screen and typed back."""
+
+
+def _confirmation_id() -> str:
+    return "cf-" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(6))

@@ -3,9 +3,9 @@
 The bridge listens to the owner alone. A post or reaction is the owner's only when its
 author is the owner's user id and no integration made it in their name (an incoming
 webhook, a slash command, a bot or a plugin sets one of `INTEGRATION_PROPS`). A post
-answers an approval when its thread has one waiting and it reads as a decision naming the
-card's code (`parse_decision`); any other owner post with text is a message for its
-thread's session.
+answers a change the owner's own command showed (`Confirms`), or an approval, when its
+thread has one waiting and it reads as a decision naming that card's code
+(`parse_decision`); any other owner post with text is a message for its thread's session.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ __all__ = [
     "INTEGRATION_PROPS",
     "Answers",
     "Command",
+    "Confirms",
     "Empty",
     "ForSession",
     "Ignored",
@@ -89,15 +90,27 @@ class Answers:
 
 
 @dataclass(frozen=True)
-class Unconfirmed:
-    """A yes or no in a thread with a waiting approval, without the card's code.
+class Confirms:
+    """The owner's answer to a change their own `!` command showed, by a reply or reaction."""
 
-    Handled, not sent to the model: the owner is told to name the code. A plugin's slash
-    command answers in-channel in the owner's name, with no mark of a plugin, so a plain
-    `yes` could be anyone's canned reply.
+    confirmation_id: str
+    answer: OwnerAnswer
+    how: str
+    post: Post | None = None
+    """The reply that answered, or None for a reaction."""
+
+
+@dataclass(frozen=True)
+class Unconfirmed:
+    """A yes or no in a thread with a card waiting, without the card's code.
+
+    Handled, not sent to the model: the owner is told to name the code (`codes`: those
+    of the cards waiting there, newest last). A plugin's slash command answers in-channel
+    in the owner's name, with no mark of a plugin, so a plain `yes` could be anyone's
+    canned reply.
     """
 
-    approval_id: str
+    codes: tuple[str, ...]
     post: Post
 
 
@@ -138,6 +151,7 @@ Meaning = (
     | Stranger
     | Integration
     | Answers
+    | Confirms
     | Unconfirmed
     | Command
     | Revises
@@ -179,6 +193,11 @@ class Inbox:
         parsed = entries.parse_command(post.message, "!")
         if not isinstance(parsed, entries.ForModel):
             return Command(parsed, post)
+        confirmations = board.confirmations_in(root)
+        for confirmation in confirmations:
+            answer = parse_decision(post.message, decision_code(confirmation.id))
+            if answer is not None:
+                return Confirms(confirmation.id, answer, "a reply", post)
         waiting = board.waiting_in(root)
         if waiting is not None:
             revised = parse_revision(post.message, decision_code(waiting.id))
@@ -187,8 +206,11 @@ class Inbox:
             answer = parse_decision(post.message, decision_code(waiting.id))
             if answer is not None:
                 return Answers(waiting.id, answer, "a reply", post)
-            if bare_decision(post.message):
-                return Unconfirmed(waiting.id, post)
+        if (waiting is not None or confirmations) and bare_decision(post.message):
+            codes = [decision_code(c.id) for c in confirmations]
+            if waiting is not None:
+                codes.append(decision_code(waiting.id))
+            return Unconfirmed(tuple(codes), post)
         if not post.message.strip():
             return Empty(post)
         inflight = Inflight(
@@ -211,14 +233,21 @@ class Inbox:
         return Ignored("an edit")
 
     def reaction(self, reaction: Reaction, board: Board) -> Meaning:
-        """What a reaction means: only the owner's ✅ or ❌ on a waiting approval's post."""
-        approval = board.of_post(reaction.post_id)
-        if approval is None:
-            return Ignored("not on an approval post")
+        """What a reaction means: only the owner's ✅ or ❌ on a waiting card's post."""
         if reaction.user_id == self.bot_id:
             return Ignored("the bridge's own reaction")
+        confirmation = board.confirmation_of_post(reaction.post_id)
+        approval = board.of_post(reaction.post_id)
+        if confirmation is None and approval is None:
+            return Ignored("not on a card's post")
         if reaction.user_id != self.owner_id:
             return Stranger(reaction.user_id, "a reaction")
+        answer = _emoji_answer(reaction.emoji_name)
+        if answer is None:
+            return Ignored("a reaction that is not a decision")
+        if confirmation is not None:
+            return Confirms(confirmation.id, answer, "a reaction")
+        assert approval is not None
         match approval.status:
             case DecidedInMattermost():
                 return Ignored("the approval was decided already")
@@ -226,8 +255,12 @@ class Inbox:
                 pass
             case _:
                 assert_never(approval.status)
-        if reaction.emoji_name in APPROVE_EMOJI:
-            return Answers(approval.id, OwnerApproves(), "a reaction")
-        if reaction.emoji_name in DENY_EMOJI:
-            return Answers(approval.id, OwnerDenies(), "a reaction")
-        return Ignored("a reaction that is not a decision")
+        return Answers(approval.id, answer, "a reaction")
+
+
+def _emoji_answer(emoji: str) -> OwnerAnswer | None:
+    if emoji in APPROVE_EMOJI:
+        return OwnerApproves()
+    if emoji in DENY_EMOJI:
+        return OwnerDenies()
+    return None

@@ -18,6 +18,8 @@ returns, and the callers call it before the step it records:
 6. Approvals: `approval_opened` before the first approval post is made, each post's id
    (`approval_post`) as soon as it is known, the owner's decision (`approval_decided`)
    before it is shown, and `approval_closed` before the outcome is shown.
+7. The owner's confirmations: `confirmation_opened` before the change is shown, and
+   `confirmation_closed` before it is applied, so one yes applies it at most once.
 
 A change that needs no order (the place in a channel, an author logged once) is saved
 with it too: the file is small and changes rarely against the turns it protects. Each
@@ -36,6 +38,7 @@ from ._state import (
     Inflight,
     NoReplyPost,
     OpenApproval,
+    OpenConfirmation,
     ReplyCreating,
     ReplyPosted,
     State,
@@ -171,3 +174,22 @@ class Ledger:
         if approval is not None:
             self._save()
         return approval
+
+    # -- the owner's confirmations -------------------------------------------------------
+
+    def confirmation_opened(self, confirmation: OpenConfirmation) -> None:
+        """A change is about to be shown to the owner, to apply on their yes."""
+        self.state.confirmations[confirmation.id] = confirmation
+        self._save()
+
+    def confirmation_post(self, confirmation: OpenConfirmation, post_id: str) -> None:
+        """The post showing the change exists (a reaction on it answers too)."""
+        confirmation.post_id = post_id
+        self._save()
+
+    def confirmation_closed(self, confirmation_id: str) -> OpenConfirmation | None:
+        """The owner answered (taken once: a second yes finds nothing)."""
+        confirmation = self.state.confirmations.pop(confirmation_id, None)
+        if confirmation is not None:
+            self._save()
+        return confirmation

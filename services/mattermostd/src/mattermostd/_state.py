@@ -14,6 +14,8 @@ matters, and always *before* the step it records is taken:
   (`reply_post`: none, being created, or posted).
 * `approvals`: approval posts made and not yet settled, each undecided (maybe with the
   owner's own version) or decided in Mattermost.
+* `confirmations`: changes the owner's own commands showed (`!forget`, `!undo`), each
+  waiting for the owner's yes with the exact edit to apply.
 
 The file says its version. Version 1 (before issue 30) wrote `""` for "absent" and
 fields that together made a state; it is read once, written back as version 2.
@@ -28,6 +30,7 @@ from typing import assert_never
 import msgspec
 from msgspec import UNSET, UnsetType
 
+import entries
 import proto
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "Inflight",
     "NoReplyPost",
     "OpenApproval",
+    "OpenConfirmation",
     "ReplyCreating",
     "ReplyPost",
     "ReplyPosted",
@@ -147,6 +151,23 @@ class OpenApproval(msgspec.Struct, kw_only=True, omit_defaults=True):
     status: ApprovalStatus = msgspec.field(default_factory=Undecided)
 
 
+class OpenConfirmation(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A change an owner's `!` command showed in its thread, waiting for their yes.
+
+    What is applied on a yes is `proposal`, exactly the change that was shown (never the
+    command worked out again: memory may have changed since); a stale one is refused by
+    memoryd and changes nothing.
+    """
+
+    id: str
+    """`cf-` and six characters; its last three are the code the owner names."""
+    channel_id: str
+    root_id: str
+    proposal: entries.Proposal
+    post_id: str | UnsetType = UNSET
+    """The post that shows the change (its ✅ or ❌ answers too), once it exists."""
+
+
 class State(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="version", tag=2):
     """The whole state file (version 2; `_StateV1` reads a version 1 file once)."""
 
@@ -155,6 +176,7 @@ class State(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="version
     handled: dict[str, int] = msgspec.field(default_factory=dict)
     inflight: list[Inflight] = msgspec.field(default_factory=list)
     approvals: dict[str, OpenApproval] = msgspec.field(default_factory=dict)
+    confirmations: dict[str, OpenConfirmation] = msgspec.field(default_factory=dict)
     strangers: list[str] = msgspec.field(default_factory=list)
     """Authors whose posts were ignored and logged once (a user id each)."""
 

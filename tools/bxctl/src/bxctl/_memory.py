@@ -78,11 +78,11 @@ def run_owner_command(
     result = drive(home, entries.run_command(command, surface=BXCTL, session=session, where=where))
     if isinstance(result, entries.Confirm):
         if not confirm(result.question):
-            print("nothing changed")
-            return 1
-        result = drive(
-            home, entries.apply_proposal(result.proposal, surface=BXCTL, session=session)
-        )
+            result = entries.DECLINED
+        else:
+            result = drive(
+                home, entries.apply_proposal(result.proposal, surface=BXCTL, session=session)
+            )
     print(entries.to_terminal(result))
     return 0 if result.ok else 1
 
