@@ -14,19 +14,29 @@ import proto
 from brokerd._approvals import (
     UNTRUSTED_SESSION,
     AlreadyDecided,
-    Approvals,
-    Outcome,
+    Disconnected,
+    OwnerApproves,
+    OwnerDenies,
+    PendingApprovals,
+    Settled,
+    ShutDown,
+    TimedOut,
     UnknownApproval,
     describe,
     format_duration,
     page,
+    why_not_run,
 )
-from proto import Class, Label, PendingApproval
+from proto import Class, Label, PendingApproval, Surface
+
+HERE = Surface(via="bxctl", uid=1000)
+YES = OwnerApproves(surface=HERE)
+NO = OwnerDenies(surface=HERE)
 
 CAP_S = 5
 
 
-def pending(approvals: Approvals, taint: Label | None = None) -> PendingApproval:
+def pending(approvals: PendingApprovals, taint: Label | None = None) -> PendingApproval:
     return PendingApproval(
         id=approvals.new_id(),
         session="chat-abcdefghijklmnop",
@@ -48,14 +58,16 @@ async def nothing() -> None:
 
 async def wait_in_background(
     nursery: trio.Nursery,
-    approvals: Approvals,
+    approvals: PendingApprovals,
     approval: PendingApproval,
     peer_gone: Callable[[], Awaitable[None]] = never,
-) -> list[Outcome]:
-    outcomes: list[Outcome] = []
+) -> list[Settled]:
+    outcomes: list[Settled] = []
 
     async def waiter() -> None:
-        outcomes.append(await approvals.wait(approval, announce=nothing, peer_gone=peer_gone))
+        outcomes.append(
+            await approvals.wait_settled(approval, announce=nothing, peer_gone=peer_gone)
+        )
 
     nursery.start_soon(waiter)
     await trio.testing.wait_all_tasks_blocked()
@@ -71,14 +83,14 @@ def test_durations(seconds: float, shown: str) -> None:
 
 
 def test_ids_are_short_and_distinct() -> None:
-    approvals = Approvals(900)
+    approvals = PendingApprovals(900)
     ids = {approvals.new_id() for _ in range(200)}
     assert len(ids) == 200
     assert all(len(i) == 9 and i.startswith("ap-") for i in ids)
 
 
 def test_the_log_line_shows_an_untrusted_session() -> None:
-    approvals = Approvals(900)
+    approvals = PendingApprovals(900)
     shown = describe(pending(approvals, Label(class_=Class.private, untrusted=True)))
     assert shown.endswith(f"(taint private · untrusted); {UNTRUSTED_SESSION}")
     assert UNTRUSTED_SESSION == "this session has seen untrusted content"
@@ -88,54 +100,61 @@ def test_the_log_line_shows_an_untrusted_session() -> None:
 async def test_the_owner_approves(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
-    approvals = Approvals(900)
+    approvals = PendingApprovals(900)
     first, second = pending(approvals), pending(approvals)
     outcomes = await wait_in_background(nursery, approvals, first)
     await wait_in_background(nursery, approvals, second)
     assert approvals.pending() == [first, second]
-    approvals.decide(first.id, approve=True, reason="fine")
+    fine = OwnerApproves(surface=HERE, note="fine")
+    approvals.settle_by_owner(first.id, fine)
     await trio.testing.wait_all_tasks_blocked()
-    assert outcomes == [Outcome(True, "owner", "fine")]
+    assert outcomes == [fine]
     assert approvals.pending() == [second]
     with pytest.raises(AlreadyDecided, match="already settled: the owner approved it"):
-        approvals.decide(first.id, approve=False, reason=None)
+        approvals.settle_by_owner(first.id, NO)
 
 
 async def test_the_owner_denies(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
-    approvals = Approvals(900)
+    approvals = PendingApprovals(900)
     approval = pending(approvals)
     outcomes = await wait_in_background(nursery, approvals, approval)
-    approvals.decide(approval.id, approve=False, reason="not now")
+    not_now = OwnerDenies(surface=HERE, reason="not now")
+    approvals.settle_by_owner(approval.id, not_now)
     await trio.testing.wait_all_tasks_blocked()
-    assert outcomes == [Outcome(False, "owner", "the owner denied this call: not now")]
+    assert outcomes == [not_now]
+    assert why_not_run(not_now) == "the owner denied this call: not now"
+    assert why_not_run(NO) == "the owner denied this call"
+    with pytest.raises(AlreadyDecided, match="already settled: the owner denied it"):
+        approvals.settle_by_owner(approval.id, YES)
 
 
 async def test_an_unknown_id_is_an_error() -> None:
     with pytest.raises(UnknownApproval, match="no pending approval 'ap-nothing'"):
-        Approvals(900).decide("ap-nothing", approve=True, reason=None)
+        PendingApprovals(900).settle_by_owner("ap-nothing", YES)
 
 
 async def test_an_unknown_id_of_any_length_is_repeated_short() -> None:
     with pytest.raises(UnknownApproval) as error:
-        Approvals(900).decide("x" * 100_000, approve=True, reason=None)
+        PendingApprovals(900).settle_by_owner("x" * 100_000, YES)
     assert str(error.value) == f"no pending approval {'x' * 64!r}… (100,000 characters)"
 
 
 async def test_the_timeout_denies(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
-    approvals = Approvals(900)
+    approvals = PendingApprovals(900)
     approval = pending(approvals)
     outcomes = await wait_in_background(nursery, approvals, approval)
     await trio.sleep(899)
     assert approvals.pending() == [approval]
     await trio.sleep(2)
-    assert outcomes == [Outcome(False, "timeout", "approval timed out after 15 min")]
+    assert outcomes == [TimedOut(900)]
+    assert why_not_run(TimedOut(900)) == "approval timed out after 15 min"
     assert approvals.pending() == []
     with pytest.raises(AlreadyDecided, match="already settled: it timed out"):
-        approvals.decide(approval.id, approve=True, reason=None)
+        approvals.settle_by_owner(approval.id, YES)
 
 
 @pytest.mark.parametrize("offset", [-1e-9, 0.0, 1e-9])
@@ -143,19 +162,21 @@ def test_a_decision_racing_the_timeout_has_one_outcome(offset: float) -> None:
     # The owner decides just before, exactly at, or just after the deadline. Whichever
     # settles first wins, and the owner is told the truth: "ok" only if it counted.
     answered: list[str] = []
-    outcomes: list[Outcome] = []
+    outcomes: list[Settled] = []
 
     async def main() -> None:
-        approvals = Approvals(900)
+        approvals = PendingApprovals(900)
         approval = pending(approvals)
 
         async def waiter() -> None:
-            outcomes.append(await approvals.wait(approval, announce=nothing, peer_gone=never))
+            outcomes.append(
+                await approvals.wait_settled(approval, announce=nothing, peer_gone=never)
+            )
 
         async def owner() -> None:
             await trio.sleep_until(trio.current_time() + 900 + offset)
             try:
-                approvals.decide(approval.id, approve=True, reason=None)
+                approvals.settle_by_owner(approval.id, YES)
             except AlreadyDecided:
                 answered.append("already decided")
             else:
@@ -168,9 +189,9 @@ def test_a_decision_racing_the_timeout_has_one_outcome(offset: float) -> None:
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert len(outcomes) == 1
-    assert (answered, outcomes[0].how) in ((["ok"], "owner"), (["already decided"], "timeout"))
+    assert (answered, outcomes[0]) in ((["ok"], YES), (["already decided"], TimedOut(900)))
     if offset < 0:
-        assert outcomes[0].approved
+        assert outcomes[0] == YES
     if offset > 0:
         assert answered == ["already decided"]
 
@@ -178,7 +199,7 @@ def test_a_decision_racing_the_timeout_has_one_outcome(offset: float) -> None:
 async def test_loopd_disconnecting_removes_the_approval(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
-    approvals = Approvals(900)
+    approvals = PendingApprovals(900)
     approval = pending(approvals)
     gone = trio.Event()
     outcomes = await wait_in_background(nursery, approvals, approval, peer_gone=gone.wait)
@@ -186,40 +207,40 @@ async def test_loopd_disconnecting_removes_the_approval(
     gone.set()
     await trio.testing.wait_all_tasks_blocked()
     assert approvals.pending() == []
-    assert outcomes == [
-        Outcome(False, "disconnected", "loopd disconnected while the approval was pending")
-    ]
+    assert outcomes == [Disconnected()]
+    assert why_not_run(Disconnected()) == "loopd disconnected while the approval was pending"
     with pytest.raises(AlreadyDecided, match="its loopd disconnected"):
-        approvals.decide(approval.id, approve=True, reason=None)
+        approvals.settle_by_owner(approval.id, YES)
 
 
 async def test_shutdown_withdraws_every_approval(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
-    approvals = Approvals(900)
+    approvals = PendingApprovals(900)
     waits = [await wait_in_background(nursery, approvals, pending(approvals)) for _ in range(3)]
     approvals.withdraw_all()
     await trio.testing.wait_all_tasks_blocked()
     assert approvals.pending() == []
-    assert [o[0].how for o in waits] == ["shutdown"] * 3
-    late = await approvals.wait(pending(approvals), announce=nothing, peer_gone=never)
-    assert late == Outcome(
-        False, "shutdown", "the owner did not decide before boxmaker stopped; the call did not run"
+    assert [o[0] for o in waits] == [ShutDown()] * 3
+    late = await approvals.wait_settled(pending(approvals), announce=nothing, peer_gone=never)
+    assert late == ShutDown()
+    assert why_not_run(late) == (
+        "the owner did not decide before boxmaker stopped; the call did not run"
     )
 
 
 async def test_a_cancelled_wait_leaves_nothing_pending(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    approvals = Approvals(900)
+    approvals = PendingApprovals(900)
     approval = pending(approvals)
     with trio.move_on_after(10):
-        await approvals.wait(approval, announce=nothing, peer_gone=never)
+        await approvals.wait_settled(approval, announce=nothing, peer_gone=never)
     assert approvals.pending() == []
 
 
 async def test_the_approval_is_listed_before_it_is_announced() -> None:
-    approvals = Approvals(900)
+    approvals = PendingApprovals(900)
     approval = pending(approvals)
     listed: list[list[PendingApproval]] = []
 
@@ -228,9 +249,9 @@ async def test_the_approval_is_listed_before_it_is_announced() -> None:
         raise proto.PeerGone  # loopd left before it heard of the approval
 
     with trio.fail_after(CAP_S):
-        outcome = await approvals.wait(approval, announce=announce, peer_gone=never)
+        outcome = await approvals.wait_settled(approval, announce=announce, peer_gone=never)
     assert listed == [[approval]]
-    assert outcome.how == "disconnected"
+    assert outcome == Disconnected()
     assert approvals.pending() == []
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import proto
 from brokerd._audit import UNKNOWN_RESULT, Audit, Verdict
 from proto import AUDIT_GENESIS as GENESIS
-from proto import AuditHead, AuditRecord, AuditStatus, Class, Label
+from proto import AuditHead, AuditRecordV2, AuditStatus, Class, Label
 
 CAP_S = 10
 SEPT = datetime(2026, 9, 30, 23, 59, 59, tzinfo=UTC)
@@ -30,8 +30,8 @@ def record(
     session: str = "chat-abcdefghijklmnop",
     status: AuditStatus = "ok",
     label: Label | None = None,
-) -> AuditRecord:
-    return AuditRecord(
+) -> AuditRecordV2:
+    return AuditRecordV2(
         time="2026-09-30T23:59:59Z",
         session=session,
         call=call,
@@ -44,6 +44,8 @@ def record(
         label=label or Label(),
         status=status,
         taint=Label(),
+        prev=GENESIS,
+        mac="",
     )
 
 
@@ -64,7 +66,7 @@ def mac_of(line: bytes) -> str:
 
 
 def signed(directory: Path, line: bytes) -> bool:
-    record = msgspec.json.decode(line, type=AuditRecord)
+    record = proto.AUDIT_LOG.decode(line)
     return proto.audit_mac(proto.read_key(key_path(directory)), record) == record.mac
 
 
@@ -99,9 +101,10 @@ async def test_the_chain_runs_across_month_files(tmp_path: Path) -> None:
     assert all(signed(tmp_path, line) for line in sept + october)
     first = json.loads(sept[0])
     assert set(first) == {
-        "time", "session", "call", "tool", "arguments", "grant", "grant_sha256", "decision",
-        "approval", "label", "status", "reason", "taint", "prev", "mac",
+        "v", "time", "session", "call", "tool", "arguments", "grant", "grant_sha256",
+        "decision", "approval", "label", "status", "taint", "prev", "mac",
     }  # fmt: skip
+    assert first["v"] == 2
     assert first["label"] == {"class": "private", "untrusted": False}
     assert (mode(tmp_path), mode(tmp_path / "2026-09.jsonl")) == (0o700, 0o600)
     assert mode(key_path(tmp_path)) == 0o600
@@ -174,8 +177,8 @@ def tamper(path: Path, index: int, old: bytes, new: bytes) -> None:
             b'"call":"cX"',
             "2026-09.jsonl line 3: its MAC does not match",
         ),
-        (1, b'{"time":', b'{ "time":', "2026-09.jsonl line 2: its MAC does not match"),
-        (1, b'{"time"', b'{"tim', "2026-09.jsonl line 2: not an audit record"),
+        (1, b'{"v":2,', b'{ "v":2,', "2026-09.jsonl line 2: its MAC does not match"),
+        (1, b'"time"', b'"tim', "2026-09.jsonl line 2: not an audit record"),
         (
             0,
             b'"prev":"' + GENESIS.encode(),
@@ -261,8 +264,8 @@ async def test_the_audit_says_what_became_of_a_call(tmp_path: Path) -> None:
     audit.open()
     now = datetime(2026, 12, 1, tzinfo=UTC)
 
-    def rec(call: str, decision: str, status: str) -> AuditRecord:
-        return AuditRecord(
+    def rec(call: str, decision: str, status: str) -> AuditRecordV2:
+        return AuditRecordV2(
             time="2026-12-01T00:00:00Z",
             session="chat-abcdefghij",
             call=call,
@@ -271,9 +274,11 @@ async def test_the_audit_says_what_became_of_a_call(tmp_path: Path) -> None:
             grant="builtin-memory",
             grant_sha256="x",
             decision=decision,  # type: ignore[arg-type]
-            approval=None,
             label=Label(),
             status=status,  # type: ignore[arg-type]
+            taint=Label(),
+            prev=GENESIS,
+            mac="",
         )
 
     await audit.append(rec("ran", "approved", "started"), now)

@@ -18,7 +18,7 @@ import trio
 from brokerd._arguments import parse_arguments
 from brokerd._grants import Grant, parse_grant
 from brokerd._local_tools import FETCHED, LocalLimits, LocalRuntime
-from brokerd._runtimes import Call, RunOutput
+from brokerd._runtimes import Auto, RunOutput, RunRequest
 from proto import Label
 
 CAP_S = 10
@@ -43,13 +43,14 @@ def hosts_grant(*hosts: str) -> Grant:
     return parse_grant("web", text.encode())
 
 
-def call(tool: str, **args: str) -> Call:
-    return Call(
+def call(tool: str, **args: str) -> RunRequest:
+    return RunRequest(
         session="chat-abcdefghijklmnop",
         call_id="c1",
         tool=tool,
         arguments=parse_arguments(tool, json.dumps(args)),
         taint=Label(),
+        by=Auto(),
     )
 
 
@@ -57,7 +58,7 @@ async def run(tool: str, grant: Grant, **args: str) -> RunOutput:
     runtime = LocalRuntime(LIMITS)
     with trio.fail_after(CAP_S):
         checked = await runtime.check(call(tool, **args), grant)
-        ran = await runtime.run(call(tool, **args), grant, None)
+        ran = await runtime.run(call(tool, **args), grant)
     if checked is not None:
         assert (checked.status, checked.content) == (ran.status, ran.content)
     return ran
@@ -143,11 +144,11 @@ async def test_other_tools_are_not_run_locally() -> None:
         b'tool = "shell"\nmode = "auto"\nmax_taint = "private"\nresult_class = "private"\n'
         b"untrusted = false\n",
     )
-    shell = Call("chat-abcdefghijklmnop", "c1", "shell", parse_arguments("shell", "{}"), Label())
+    shell = call("shell")
     refusal = await runtime.check(shell, grant)
     assert refusal is not None
     assert "the local runtime has no tool 'shell'" in refusal.content
-    assert (await runtime.run(shell, grant, None)).status == "error"
+    assert (await runtime.run(shell, grant)).status == "error"
 
 
 # -- http_fetch -------------------------------------------------------------------------
@@ -289,7 +290,7 @@ async def test_http_fetch_gives_up_at_its_deadline(servers: tuple[_Server, _Serv
     runtime = LocalRuntime(limits)
     with trio.fail_after(CAP_S):
         output = await runtime.run(
-            call("http_fetch", url=f"{granted.base}/slow"), hosts_grant(granted.host), None
+            call("http_fetch", url=f"{granted.base}/slow"), hosts_grant(granted.host)
         )
     assert output == RunOutput("error", "http_fetch gave up after 0.2 s", FETCHED)
 

@@ -15,7 +15,7 @@ import trio
 
 import proto
 from brokerd import Brokerd, Settings
-from brokerd._runtimes import Call, CompositeRuntime, RunOutput
+from brokerd._runtimes import Approved, CompositeRuntime, OwnEdit, RunOutput, RunRequest
 from proto import (
     ApprovalDecide,
     ApprovalPending,
@@ -25,7 +25,6 @@ from proto import (
     ApprovalsList,
     AuditVerified,
     AuditVerify,
-    Decided,
     Label,
     MemoryEdit,
     Message,
@@ -55,14 +54,14 @@ class FakeMemoryd:
     """memoryd as brokerd's runtime: records every call and answers `output`."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[Call, str | None]] = []
+        self.calls: list[RunRequest] = []
         self.output = RunOutput("ok", APPLIED)
 
-    async def check(self, call: Call, grant: Any) -> RunOutput | None:
+    async def check(self, request: RunRequest, grant: Any) -> RunOutput | None:
         return None
 
-    async def run(self, call: Call, grant: Any, approval: str | None) -> RunOutput:
-        self.calls.append((call, approval))
+    async def run(self, request: RunRequest, grant: Any) -> RunOutput:
+        self.calls.append(request)
         return self.output
 
 
@@ -87,6 +86,16 @@ class Owner:
     async def owner(self, req: Message, expect: type[M]) -> M:
         with trio.fail_after(CAP_S):
             return await inmemory.call(proto.OWNER_BROKER, self.role.handle_owner, req, expect)
+
+    async def raw(
+        self, spec: proto.Socket[Any], kind: str, fields: dict[str, Any]
+    ) -> list[Message]:
+        """The frames answering a frame of `kind` with `fields`, sent as JSON as it is."""
+        body = json.dumps({"kind": kind, **fields}).encode()
+        frame = len(body).to_bytes(proto.HEADER_BYTES, "big") + body
+        handler = self.role.handle_owner if spec is proto.OWNER_BROKER else self.role.handle_loop
+        with trio.fail_after(CAP_S):
+            return await inmemory.answer(spec, handler, frame)
 
     async def edit(self, args: Any, **fields: Any) -> ToolResponse:
         raw = args if isinstance(args, str) else json.dumps(args)
@@ -149,12 +158,14 @@ async def test_the_owners_edit_is_decided_owner_and_audited_with_the_peers_uid(
     reply = await broker.edit(ADD, surface=Surface(via="bxctl", uid=4242))
     assert (reply.status, reply.content) == ("ok", APPLIED)
     assert reply.call_id.startswith("owner-")
-    ((call, approval),) = broker.memoryd.calls
+    (call,) = broker.memoryd.calls
     assert (call.session, call.call_id, call.tool) == (proto.OWNER_SESSION, reply.call_id, "memory")
     assert call.arguments.canonical == canonical(ADD)
     here = Surface(via="bxctl", uid=UID)  # brokerd's reading of the peer, not 4242
-    assert call.decided == Decided(decision="owner", surface=here)
-    assert approval is not None
+    assert isinstance(call.by, OwnEdit)
+    approval = call.by.approval
+    assert call.by == OwnEdit(approval=approval, surface=here)
+    assert call.by.decided == proto.OwnerEdit(surface=here)
     assert approval.startswith("ap-")
     started, outcome = broker.audit()
     for record in (started, outcome):
@@ -174,10 +185,10 @@ async def test_the_owners_edit_is_decided_owner_and_audited_with_the_peers_uid(
 
 async def test_the_owners_edit_keeps_its_session_and_what_it_undoes(broker: Owner) -> None:
     await broker.edit(ADD, session=SESSION, undoes="ed-abc234")
-    ((call, _),) = broker.memoryd.calls
+    (call,) = broker.memoryd.calls
     assert call.session == SESSION
-    assert call.decided is not None
-    assert call.decided.undoes == "ed-abc234"
+    assert isinstance(call.by, OwnEdit)
+    assert call.by.undoes == "ed-abc234"
 
 
 async def test_a_mattermost_surface_keeps_its_user_and_post_but_not_a_uid(broker: Owner) -> None:
@@ -201,10 +212,6 @@ async def test_a_mattermost_surface_keeps_its_user_and_post_but_not_a_uid(broker
         (
             {"action": "rename", "file": "memory"},
             "memory arguments: invalid enum value 'rename' - at `$.action`",
-        ),
-        (
-            {"action": "add", "file": "memory", "text": "x" * 2201},
-            "memory arguments: 'text' is 2,201 characters; memory.md holds at most 2,200",
         ),
         ("{not json", "memory arguments are not JSON"),
     ],
@@ -249,9 +256,10 @@ async def test_an_approval_records_where_and_by_whom_whatever_the_client_claims(
     await broker.owner(ApprovalDecide(id=approval, approve=True, surface=claimed), Ok)
     reply = await broker.reply(frames)
     assert (reply.status, reply.content) == ("ok", APPLIED)
-    ((call, _),) = broker.memoryd.calls
+    (call,) = broker.memoryd.calls
     here = Surface(via="bxctl", uid=UID)
-    assert call.decided == Decided(decision="approved", surface=here)
+    assert call.by == Approved(approval=approval, surface=here)
+    assert call.by.decided == proto.OwnerApproved(surface=here)
     assert call.taint == UNTRUSTED  # the session's taint goes to the journal
     started, outcome = broker.audit()
     assert started["surface"] == outcome["surface"] == {"via": "bxctl", "uid": UID}
@@ -280,12 +288,11 @@ async def test_the_owners_version_runs_and_the_audit_keeps_both(
     assert reply.content == (
         f"the owner approved this call with changes; what ran: {canonical(mine)}\n{APPLIED}"
     )
-    ((call, ran_approval),) = broker.memoryd.calls
-    assert ran_approval == approval
+    (call,) = broker.memoryd.calls
     assert call.arguments.canonical == canonical(mine)
-    assert call.decided == Decided(
-        decision="approved", surface=Surface(via="bxctl", uid=UID), proposed=canonical(ADD)
-    )
+    here = Surface(via="bxctl", uid=UID)
+    assert call.by == Approved(approval=approval, surface=here, proposed=canonical(ADD))
+    assert call.by.decided == proto.OwnerApproved(surface=here, proposed=canonical(ADD))
     for record in broker.audit():
         assert (record["arguments"], record["proposed"]) == (canonical(mine), canonical(ADD))
 
@@ -327,10 +334,13 @@ async def test_a_version_of_another_action_or_file_leaves_the_approval_pending(
     with pytest.raises(proto.RemoteError) as revised:
         await broker.owner(ApprovalRevise(id=approval, arguments=json.dumps(mine)), Ok)
     assert revised.value.error.message == refused.value.error.message
-    deny_with = ApprovalDecide(id=approval, approve=False, arguments=json.dumps(ADD))
-    with pytest.raises(proto.RemoteError) as denied:
-        await broker.owner(deny_with, Ok)
-    assert denied.value.code == "bad-request"
+    with pytest.raises(ValueError, match="arguments go with an approval only"):
+        ApprovalDecide(id=approval, approve=False, arguments=json.dumps(ADD))
+    deny_with = {"id": approval, "approve": False, "arguments": json.dumps(ADD)}
+    (denied,) = await broker.raw(proto.OWNER_BROKER, "approval_decide", deny_with)
+    assert isinstance(denied, proto.Error)
+    assert denied.code == "bad-frame"
+    assert "arguments go with an approval only" in denied.message
     assert await broker.pending() == [approval]
     assert broker.audit() == []
     await broker.owner(ApprovalDecide(id=approval, approve=True), Ok)

@@ -18,11 +18,15 @@ from brokerd._runtimes import (
     MEMORYD_GONE,
     MEMORYD_UNREACHABLE,
     REFUSING,
-    Call,
+    Approved,
+    Auto,
     CompositeRuntime,
+    LabelledOutput,
     MemoryRuntime,
     RefusingRuntime,
+    RunBy,
     RunOutput,
+    RunRequest,
     run_call,
 )
 from memoryd import Memoryd
@@ -33,13 +37,19 @@ CAP_S = 10
 KEY = b"k" * proto.KEY_BYTES
 
 
-def call(tool: str, args: dict[str, object], call_id: str = "c1") -> Call:
-    return Call(
+APPROVED = Approved(approval="ap-abcdef", surface=proto.Surface(via="bxctl", uid=1000))
+
+
+def call(
+    tool: str, args: dict[str, object], call_id: str = "c1", by: RunBy | None = None
+) -> RunRequest:
+    return RunRequest(
         session="chat-abcdefghijklmnop",
         call_id=call_id,
         tool=tool,
         arguments=parse_arguments(tool, json.dumps(args)),
         taint=Label(),
+        by=by or Auto(),
     )
 
 
@@ -53,21 +63,21 @@ class ScriptedRuntime:
     """Answers every call with `output` and remembers what it ran."""
 
     output: RunOutput
-    ran: list[tuple[str, str | None]] = dataclasses.field(default_factory=list)
+    ran: list[tuple[str, RunBy]] = dataclasses.field(default_factory=list)
 
-    async def check(self, call: Call, grant: Grant) -> RunOutput | None:
+    async def check(self, request: RunRequest, grant: Grant) -> RunOutput | None:
         return None
 
-    async def run(self, call: Call, grant: Grant, approval: str | None) -> RunOutput:
-        self.ran.append((call.tool, approval))
+    async def run(self, request: RunRequest, grant: Grant) -> RunOutput:
+        self.ran.append((request.tool, request.by))
         return self.output
 
 
 class BrokenRuntime:
-    async def check(self, call: Call, grant: Grant) -> RunOutput | None:
+    async def check(self, request: RunRequest, grant: Grant) -> RunOutput | None:
         return None
 
-    async def run(self, call: Call, grant: Grant, approval: str | None) -> RunOutput:
+    async def run(self, request: RunRequest, grant: Grant) -> RunOutput:
         raise RuntimeError("a runtime bug")
 
 
@@ -94,15 +104,15 @@ async def test_the_result_label_is_the_stricter_of_grant_and_runtime(
         builtin("recall"), result_class=grant_label.class_, untrusted=grant_label.untrusted
     )
     runtime = ScriptedRuntime(RunOutput("ok", "hits", runtime_label))
-    output = await run_call(runtime, call("recall", {"query": "x"}), grant, None)
-    assert output == RunOutput("ok", "hits", result)
+    output = await run_call(runtime, call("recall", {"query": "x"}), grant)
+    assert output == LabelledOutput("ok", "hits", result)
 
 
 async def test_a_runtime_that_crashes_answers_an_error() -> None:
-    output = await run_call(
-        BrokenRuntime(), call("recall", {"query": "x"}), builtin("recall"), None
+    output = await run_call(BrokenRuntime(), call("recall", {"query": "x"}), builtin("recall"))
+    assert output == LabelledOutput(
+        "error", "recall failed inside brokerd; its log says why", PRIVATE
     )
-    assert output == RunOutput("error", "recall failed inside brokerd; its log says why", PRIVATE)
 
 
 async def test_the_refusing_runtime_refuses_with_its_sentence() -> None:
@@ -118,7 +128,7 @@ async def test_the_refusing_runtime_refuses_with_its_sentence() -> None:
     )
     assert REFUSING.format(tool="shell") == sentence
     assert await refusing.check(call("shell", {}), grant) == RunOutput("error", sentence)
-    assert await refusing.run(call("shell", {}), grant, None) == RunOutput("error", sentence)
+    assert await refusing.run(call("shell", {}), grant) == RunOutput("error", sentence)
 
 
 @pytest.fixture
@@ -138,15 +148,13 @@ async def test_the_composite_runtime_sends_memory_calls_to_memoryd(
     other = ScriptedRuntime(RunOutput("ok", "ran elsewhere"))
     memory = MemoryRuntime(settings.memory_socket, call_timeout_s=CAP_S, approval_key=approval_key)
     composite = CompositeRuntime(memory, other)
-    edit = call("memory", {"action": "add", "file": "user", "text": "Owner: Ada."})
+    edit = call("memory", {"action": "add", "file": "user", "text": "Owner: Ada."}, by=APPROVED)
     with trio.fail_after(CAP_S):
         assert await composite.check(edit, builtin("memory")) is None
-        applied = await run_call(composite, edit, builtin("memory"), "ap-abcdef")
-        recalled = await run_call(
-            composite, call("recall", {"query": "Ada"}), builtin("recall"), None
-        )
-        shell = await run_call(composite, call("shell", {}), builtin("recall"), None)
-    assert applied == RunOutput(
+        applied = await run_call(composite, edit, builtin("memory"))
+        recalled = await run_call(composite, call("recall", {"query": "Ada"}), builtin("recall"))
+        shell = await run_call(composite, call("shell", {}), builtin("recall"))
+    assert applied == LabelledOutput(
         "ok",
         "user.md updated (11 of 1,375 characters); it takes effect in the next session.",
         PRIVATE,
@@ -155,7 +163,7 @@ async def test_the_composite_runtime_sends_memory_calls_to_memoryd(
     assert recalled.status in ("ok", "error")  # memoryd answered (recall is part 2's)
     assert MEMORYD_UNREACHABLE.format(tool="recall") not in recalled.content
     assert shell.content == "ran elsewhere"
-    assert other.ran == [("shell", None)]
+    assert other.ran == [("shell", Auto())]
 
 
 async def test_memoryd_checks_the_approval_brokerd_forwards(
@@ -164,7 +172,7 @@ async def test_memoryd_checks_the_approval_brokerd_forwards(
     runtime = MemoryRuntime(settings.memory_socket, call_timeout_s=CAP_S, approval_key=approval_key)
     edit = call("memory", {"action": "add", "file": "memory", "text": "x"})
     with trio.fail_after(CAP_S):
-        output = await runtime.run(edit, builtin("memory"), None)
+        output = await runtime.run(edit, builtin("memory"))
     assert output.status == "error"
     assert "need the owner's approval" in output.content
     assert memoryd.memory.path("memory.md").read_text() == ""
@@ -180,7 +188,7 @@ async def test_memoryd_unreachable_is_the_fixed_sentence(settings: Settings, too
         {"query": "x"} if tool == "recall" else {"action": "add", "file": "user", "text": "y"}
     )
     with trio.fail_after(CAP_S):
-        output = await run_call(composite, call(tool, args), builtin(tool), "ap-abcdef")
+        output = await run_call(composite, call(tool, args, by=APPROVED), builtin(tool))
     assert output.status == "error"
     assert output.content == (
         f"memoryd is unreachable, so {tool} did not run; try again later "
@@ -202,7 +210,7 @@ async def test_memoryd_too_slow_is_an_error(nursery: trio.Nursery, short_dir: Pa
     )
     runtime = MemoryRuntime(path, call_timeout_s=0.2, approval_key=KEY)
     with trio.fail_after(CAP_S):
-        output = await runtime.run(call("recall", {"query": "x"}), builtin("recall"), None)
+        output = await runtime.run(call("recall", {"query": "x"}), builtin("recall"))
     assert output == RunOutput(
         "error",
         "memoryd did not answer recall within 0.2 s; it may still have run "
@@ -226,14 +234,7 @@ async def test_a_memoryd_that_dies_during_a_call_is_named_with_its_runbook(
     nursery.start_soon(trio.serve_listeners, hang_up, [trio.SocketListener(sock)])
     runtime = MemoryRuntime(path, call_timeout_s=5, approval_key=bytes(32))
     [grant] = [g for g in load_grants(short_dir / "no-grants").find("recall")]
-    call = Call(
-        session="chat-abcdefghij",
-        call_id="c1",
-        tool="recall",
-        arguments=parse_arguments("recall", '{"query": "x"}'),
-        taint=Label(),
-    )
     with trio.fail_after(10):
-        output = await runtime.run(call, grant, None)
+        output = await runtime.run(call("recall", {"query": "x"}), grant)
     assert output.status == "error"
     assert output.content == MEMORYD_GONE.format(tool="recall")

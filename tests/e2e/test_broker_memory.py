@@ -205,3 +205,31 @@ async def test_the_owners_own_edit_is_applied_journalled_and_audited_with_its_su
     (entry,) = why.entries
     (story,) = entry.edits
     assert (story.id, story.decided) == (proto.edit_id(edit), proto.OwnerEdit(surface=here))
+
+
+async def test_an_edit_over_its_files_limit_gets_the_specs_one_sentence_whoever_made_it(
+    home: Path,
+) -> None:
+    # memoryd owns the limits: brokerd asks the owner and passes memoryd's sentence on,
+    # for the model's call and the owner's own edit alike (spec §5).
+    _, model = await edit_decided_by_owner(home, memory_call("call-1", "x" * 2201), approve=True)
+    assert (model.status, model.content) == (
+        "error",
+        "memory.md would be 2,201 of 2,200 characters; "
+        "use consolidate to move entries to the archive.",
+    )
+    arguments = json.dumps({"action": "add", "file": "user", "text": "y" * 1376})
+    with trio.fail_after(CAP_S):
+        owner = await proto.call(
+            home / proto.OWNER_BROKER.relative_path,
+            MemoryEdit(arguments=arguments, surface=Surface(via="bxctl")),
+            ToolResponse,
+        )
+    assert (owner.status, owner.content) == (
+        "error",
+        "user.md would be 1,376 of 1,375 characters; "
+        "use consolidate to move entries to the archive.",
+    )
+    assert (home / "memory" / "memory.md").read_text() == ""
+    assert (home / "memory" / "user.md").read_text() == ""
+    assert await verify(home) == AuditVerified(records=4, ok=True)

@@ -56,9 +56,11 @@ def child(memory: MemoryDir) -> None:
         request = proto.ToolRequest(
             session=SESSION,
             call=proto.ToolCall(id=f"c{n}", name="memory", arguments=args),
-            approval=f"ap{n}",
         )
-        reply = applier.apply_now(request, proto.parse_memory_args(args))
+        authority = proto.Authority(
+            approval=f"ap{n}", token="", decided=proto.OwnerEdit(surface=proto.Surface(via="bxctl"))
+        )
+        reply = applier.apply_now(request, authority, proto.parse_memory_args(args))
         if reply.status != "ok":
             os._exit(3)
         n += 1

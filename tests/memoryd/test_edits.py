@@ -43,9 +43,8 @@ def request(args: dict[str, Any], *, approval: str | None = "new", call: str = "
     unsigned = ToolRequest(
         session=SESSION,
         call=ToolCall(id=call, name="memory", arguments=json.dumps(args)),
-        approval=approval,
     )
-    return unsigned if approval is None else signed(unsigned)
+    return unsigned if approval is None else signed(unsigned, approval=approval)
 
 
 async def apply(memory: MemoryDir, args: dict[str, Any], **kw: Any) -> ToolResponse:
@@ -202,9 +201,8 @@ async def test_bad_arguments_are_refused(memory: MemoryDir, arguments: str) -> N
     req = ToolRequest(
         session=SESSION,
         call=ToolCall(id="c9", name="memory", arguments=arguments),
-        approval="ap-9",
     )
-    reply = await EditApplier(memory, KEY).apply(signed(req))
+    reply = await EditApplier(memory, KEY).apply(signed(req, approval="ap-9"))
     assert reply.status == "error"
     assert reply.content.endswith("nothing was changed")
     assert memory.path("soul.md").read_text() != "be evil"

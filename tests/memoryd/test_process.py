@@ -50,12 +50,11 @@ async def test_block_then_edit_then_block(memoryd: Path) -> None:
             name="memory",
             arguments=json.dumps({"action": "add", "file": "user", "text": "Owner: Ada."}),
         ),
-        approval="ap-7",
     )
     with trio.fail_after(CAP_S):
         first = await proto.call(loop, MemoryBlock(), MemoryBlockReply)
         key = proto.read_key(memoryd / proto.APPROVAL_KEY)
-        reply = await proto.call(broker, signed(edit, key), ToolResponse)
+        reply = await proto.call(broker, signed(edit, key, approval="ap-7"), ToolResponse)
         second = await proto.call(loop, MemoryBlock(), MemoryBlockReply)
     assert first.text.startswith("# soul.md\nStarter soul.\n\n")
     assert "# user.md (0 of 1,375 characters)\n(empty)" in first.text

@@ -220,9 +220,8 @@ async def test_a_consolidated_entry_is_found_by_recall(role: Memoryd, settings: 
         request = ToolRequest(
             session=SESSION,
             call=ToolCall(id=call, name="memory", arguments=json.dumps(args)),
-            approval=f"ap-{call}",
         )
-        return signed(request, proto.read_key(settings.approval_key))
+        return signed(request, proto.read_key(settings.approval_key), approval=f"ap-{call}")
 
     fact = "Owner's cat is called Turing."
     with trio.fail_after(CAP_S):

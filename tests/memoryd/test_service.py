@@ -61,7 +61,6 @@ def memory_call(text: str, call: str = "c1") -> ToolRequest:
     return ToolRequest(
         session=SESSION,
         call=ToolCall(id=call, name="memory", arguments=json.dumps(args)),
-        approval="ap-1",
     )
 
 
@@ -114,8 +113,8 @@ async def test_session_ids_with_path_tricks_are_refused(role: Memoryd, session: 
 
 
 async def test_other_tools_are_refused(role: Memoryd) -> None:
-    req = ToolRequest(
-        session=SESSION, call=ToolCall(id="c2", name="read_file", arguments="{}"), approval="a"
+    req = signed(
+        ToolRequest(session=SESSION, call=ToolCall(id="c2", name="read_file", arguments="{}"))
     )
     with trio.fail_after(CAP_S):
         reply = await inmemory.call(BROKER_MEMORY, role.handle_broker, req, ToolResponse)

@@ -63,10 +63,10 @@ async def apply(
         session=session,
         call=ToolCall(id=call, name="memory", arguments=json.dumps(args)),
         taint=taint or Label(),
-        approval=f"ap-{number}",
-        decided=msgspec.UNSET if decided is None else decided,
     )
-    reply = await EditApplier(memory, KEY).apply(signed(request))
+    reply = await EditApplier(memory, KEY).apply(
+        signed(request, approval=f"ap-{number}", decided=decided)
+    )
     assert reply.status == "ok", reply.content
     return call
 
@@ -94,11 +94,16 @@ async def test_the_journal_keeps_which_edit_an_owners_undo_undoes(memory: Memory
     assert line.decided == decided
 
 
-async def test_a_request_without_decided_journals_none(memory: MemoryDir) -> None:
-    await apply(memory, {"action": "add", "file": "user", "text": "Ana"})
-    (line,) = read_history(memory, None)
-    assert isinstance(line, AppliedEdit)
-    assert (line.decided, line.taint) == (None, Label())
+def test_an_authority_without_who_decided_is_not_a_frame() -> None:
+    # An approved edit always says who decided it, so no journal line brokerd causes
+    # lacks it (only lines older than the field do).
+    request = signed(
+        ToolRequest(session=SESSION, call=ToolCall(id="c1", name="memory", arguments="{}"))
+    )
+    wire = msgspec.to_builtins(request)
+    del wire["authority"]["decided"]
+    with pytest.raises(msgspec.ValidationError, match=r"`decided` - at `\$.authority`"):
+        msgspec.convert(wire, ToolRequest)
 
 
 async def test_why_tells_an_add_and_what_the_owner_said(memory: MemoryDir, tmp_path: Path) -> None:

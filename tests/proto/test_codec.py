@@ -122,7 +122,11 @@ PENDING = st.builds(
     taint=LABELS,
     time=st.text(),
 )
+DECIDED = st.builds(
+    proto.OwnerApproved, surface=SURFACES, proposed=st.none() | st.text()
+) | st.builds(proto.OwnerEdit, surface=SURFACES, undoes=st.none() | st.text())
 JOURNAL_FILES = st.sampled_from(["memory.md", "user.md"])
+ENTRIES = st.lists(st.text(), max_size=3)
 APPLIED = st.builds(
     proto.AppliedEdit,
     time=st.text(),
@@ -131,11 +135,12 @@ APPLIED = st.builds(
     approval=st.none() | st.text(),
     action=st.sampled_from(["add", "replace", "remove", "consolidate"]),
     file=JOURNAL_FILES,
-    before=st.lists(st.text(), max_size=3),
-    after=st.lists(st.text(), max_size=3),
-    moved=st.lists(st.text(), max_size=3),
-    decided=st.none()
-    | st.builds(proto.OwnerEdit, surface=st.just(proto.Surface(via="bxctl")), undoes=st.text()),
+    before=ENTRIES,
+    after=ENTRIES,
+    moved=ENTRIES,
+    arguments=st.none() | st.text(),
+    taint=st.none() | LABELS,
+    decided=st.none() | DECIDED,
 )
 JOURNAL = APPLIED | st.builds(
     proto.HandChange,
@@ -155,10 +160,18 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
         session=SESSION_IDS,
         call=TOOL_CALLS,
         taint=LABELS,
-        approval=st.none() | st.text(),
+        authority=st.none()
+        | st.builds(proto.Authority, approval=st.text(), token=st.text(), decided=DECIDED),
     ),
     ToolResponse: st.builds(
         ToolResponse, call_id=st.text(), status=STATUSES, content=st.text(), label=LABELS
+    ),
+    proto.ApprovalDecide: st.builds(
+        proto.ApprovalDecide.deciding,
+        st.text(),
+        st.builds(proto.Approve, version=st.none() | st.text(), note=st.none() | st.text())
+        | st.builds(proto.Deny, reason=st.none() | st.text()),
+        surface=st.none() | SURFACES,
     ),
     ApprovalPending: st.builds(ApprovalPending, approval=PENDING),
     MemoryHistory: st.builds(
@@ -233,8 +246,7 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
                         session=st.text(),
                         call=st.text(),
                         approval=st.none() | st.text(),
-                        decided=st.none()
-                        | st.builds(proto.OwnerApproved, surface=SURFACES, proposed=st.text()),
+                        decided=st.none() | DECIDED,
                         taint=st.none() | LABELS,
                         owner_said=st.none() | st.text(),
                         previous=st.none() | st.text(),

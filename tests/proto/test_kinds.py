@@ -202,7 +202,7 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "memory_block": set(),
     "memory_block_reply": {"text"},
     "session_updated": {"session"},
-    "tool_request": {"session", "call", "taint", "approval", "token", "decided"},
+    "tool_request": {"session", "call", "taint", "authority"},
     "tool_response": {"call_id", "status", "content", "label"},
     "approval_pending": {"approval"},
     "call_state": {"session", "call"},
@@ -336,9 +336,7 @@ def test_tool_request_wire_form() -> None:
         "session": "chat-abcdefgh",
         "call": {"id": "c1", "name": "recall", "arguments": '{"query":"x"}'},
         "taint": {"class": "private", "untrusted": False},
-        "approval": None,
-        "token": None,
-    }
+    }  # ARCHITECTURE §3's frame less its `approval: null`: brokerd reads no approval from loopd
 
 
 REQUEST_EXAMPLES: list[Message] = [

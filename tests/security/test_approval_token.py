@@ -10,6 +10,7 @@ socket records what it is sent; brokerd is prepared as `serve` prepares it.
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -36,6 +37,12 @@ from proto import (
 CAP_S = 10
 EDIT = {"action": "add", "file": "memory", "text": "Owner prefers answers in UTC."}
 CANONICAL = json.dumps(EDIT, separators=(",", ":"))
+FORGED = proto.Authority(
+    approval="ap-forged",
+    token="forged-by-loopd",
+    decided=proto.OwnerEdit(surface=proto.Surface(via="bxctl", uid=0)),
+)
+"""What a loopd might claim: brokerd forwards its own authority, never a request's."""
 
 
 @pytest.fixture
@@ -92,15 +99,18 @@ async def test_the_token_is_for_exactly_the_forwarded_call(
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     key = proto.read_key(key_file)
 
-    sent = msgspec.structs.replace(request("memory", EDIT, call="call-7"), token="forged-by-loopd")
+    sent = msgspec.structs.replace(request("memory", EDIT, call="call-7"), authority=FORGED)
     approval, reply = await approved(role, sent)
     assert (reply.status, reply.content) == ("ok", "noted")
     (forwarded,) = memoryd
-    assert (forwarded.approval, forwarded.session, forwarded.call.id) == (
+    assert forwarded.authority is not None
+    assert (forwarded.authority.approval, forwarded.session, forwarded.call.id) == (
         approval,
         SESSION,
         "call-7",
     )
+    here = proto.Surface(via="bxctl", uid=os.geteuid())
+    assert forwarded.authority.decided == proto.OwnerApproved(surface=here)
     assert (forwarded.call.name, forwarded.call.arguments) == ("memory", CANONICAL)
     exact = {
         "approval": approval,
@@ -109,7 +119,8 @@ async def test_the_token_is_for_exactly_the_forwarded_call(
         "tool": "memory",
         "arguments": CANONICAL,
     }
-    assert forwarded.token == proto.approval_token(key, **exact)
+    token = forwarded.authority.token
+    assert token == proto.approval_token(key, **exact)
     others = {
         "arguments": CANONICAL.replace("UTC", "CET"),
         "call": "call-8",
@@ -118,8 +129,8 @@ async def test_the_token_is_for_exactly_the_forwarded_call(
         "tool": "recall",
     }
     for field, value in others.items():
-        assert proto.approval_token(key, **{**exact, field: value}) != forwarded.token, field
-    assert proto.approval_token(b"\x00" * proto.KEY_BYTES, **exact) != forwarded.token
+        assert proto.approval_token(key, **{**exact, field: value}) != token, field
+    assert proto.approval_token(b"\x00" * proto.KEY_BYTES, **exact) != token
 
 
 async def test_each_approval_gets_its_own_token(
@@ -130,19 +141,21 @@ async def test_each_approval_gets_its_own_token(
     first, _ = await approved(role, request("memory", EDIT, call="call-1"))
     second, _ = await approved(role, request("memory", EDIT, call="call-1"))
     assert first != second
-    assert memoryd[0].token != memoryd[1].token
+    assert memoryd[0].authority is not None
+    assert memoryd[1].authority is not None
+    assert memoryd[0].authority.token != memoryd[1].authority.token
 
 
 async def test_an_unapproved_call_carries_no_token(
     settings: Settings, memoryd: list[ToolRequest]
 ) -> None:
     role = prepared(settings)
-    sent = msgspec.structs.replace(request("recall", {"query": "UTC"}), token="forged")
+    sent = msgspec.structs.replace(request("recall", {"query": "UTC"}), authority=FORGED)
     with trio.fail_after(CAP_S):
         frames = await inmemory.answer(proto.LOOP_BROKER, role.handle_loop, sent)
     assert isinstance(frames[-1], ToolResponse)
     (forwarded,) = memoryd
-    assert (forwarded.approval, forwarded.token) == (None, None)
+    assert forwarded.authority is None
 
 
 async def test_an_existing_key_is_used_not_replaced(
@@ -153,7 +166,8 @@ async def test_an_existing_key_is_used_not_replaced(
     role = prepared(settings)
     assert settings.approval_key.read_bytes() == before
     approval, _ = await approved(role, request("memory", EDIT, call="call-1"))
-    assert memoryd[0].token == proto.approval_token(
+    assert memoryd[0].authority is not None
+    assert memoryd[0].authority.token == proto.approval_token(
         key, approval=approval, session=SESSION, call="call-1", tool="memory", arguments=CANONICAL
     )
 

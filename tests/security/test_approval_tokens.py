@@ -28,13 +28,18 @@ SESSION = "chat-tokenstest00001"
 ADD = {"action": "add", "file": "memory", "text": "Owner: Ada."}
 
 
-def call(
-    arguments: dict[str, Any], *, approval: str | None = "ap-abc234", call: str = "c1"
-) -> proto.ToolRequest:
+def call(arguments: dict[str, Any], *, call: str = "c1") -> proto.ToolRequest:
     return proto.ToolRequest(
         session=SESSION,
         call=proto.ToolCall(id=call, name="memory", arguments=json.dumps(arguments)),
-        approval=approval,
+    )
+
+
+def with_authority(request: proto.ToolRequest, **changes: Any) -> proto.ToolRequest:
+    """`request` with its authority changed (its token kept)."""
+    assert request.authority is not None
+    return msgspec.structs.replace(
+        request, authority=msgspec.structs.replace(request.authority, **changes)
     )
 
 
@@ -61,8 +66,8 @@ def forged_variants(settings: Settings) -> list[tuple[str, proto.ToolRequest]]:
     genuine = signed(call(ADD), key(settings))
     other_key = signed(call(ADD), bytes(32))
     return [
-        ("no token", call(ADD)),
-        ("made-up token", msgspec.structs.replace(genuine, token="0" * 64)),
+        ("no authority", call(ADD)),
+        ("made-up token", with_authority(genuine, token="0" * 64)),
         ("token under another key", other_key),
         (
             "token of other arguments",
@@ -86,8 +91,8 @@ def forged_variants(settings: Settings) -> list[tuple[str, proto.ToolRequest]]:
             "token of another session",
             msgspec.structs.replace(genuine, session="chat-someoneelse01"),
         ),
-        ("token of another approval", msgspec.structs.replace(genuine, approval="ap-zzz999")),
-        ("no approval", msgspec.structs.replace(genuine, approval=None)),
+        ("token of another approval", with_authority(genuine, approval="ap-zzz999")),
+        ("no token", with_authority(genuine, token="")),
     ]
 
 
@@ -107,7 +112,7 @@ async def test_forged_and_mismatched_tokens_are_refused_and_logged(
     assert refused == len(variants) == 8
     assert role.memory.path("memory.md").read_text() == ""
     assert not role.memory.edits.exists()
-    assert caplog.text.count("refused memory call") == len(variants) - 1  # all but no-approval
+    assert caplog.text.count("refused memory call") == len(variants) - 1  # all but no authority
 
 
 async def test_a_genuine_token_applies_once_and_its_replay_is_refused(settings: Settings) -> None:
@@ -139,7 +144,7 @@ async def test_a_forged_call_over_the_real_socket_changes_nothing(short_dir: Pat
     role = start_role("memoryd", config, log=short_dir / "memoryd.log")
     try:
         socket = home / proto.BROKER_MEMORY.relative_path
-        forged = msgspec.structs.replace(call(ADD, approval="ap-forged"), token="f" * 64)
+        forged = with_authority(signed(call(ADD), approval="ap-forged"), token="f" * 64)
         with trio.fail_after(CAP_S):
             reply = await proto.call(socket, forged, proto.ToolResponse)
         assert reply.status == "error"

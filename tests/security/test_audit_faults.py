@@ -25,7 +25,7 @@ import proto
 from brokerd import Brokerd, Settings
 from brokerd._audit import AUDIT_UNWRITABLE, UNKNOWN_RESULT
 from brokerd._config import resolve
-from brokerd._decide import AUDIT_UNWRITABLE_SENTENCE
+from brokerd._outcomes import AUDIT_UNWRITABLE_SENTENCE
 from brokerd._runtimes import RunOutput
 from proto import (
     ApprovalDecide,
@@ -48,12 +48,12 @@ class CountingRuntime:
     def __init__(self) -> None:
         self.ran: list[str] = []
 
-    async def check(self, call: Any, grant: Any) -> RunOutput | None:
+    async def check(self, request: Any, grant: Any) -> RunOutput | None:
         return None
 
-    async def run(self, call: Any, grant: Any, approval: str | None) -> RunOutput:
-        self.ran.append(call.call_id)
-        return RunOutput("ok", f"ran {call.call_id}")
+    async def run(self, request: Any, grant: Any) -> RunOutput:
+        self.ran.append(request.call_id)
+        return RunOutput("ok", f"ran {request.call_id}")
 
 
 class Faults:
@@ -307,8 +307,8 @@ async def test_an_outcome_that_cannot_be_made_durable_after_its_answer_is_taken_
 
 
 class StuckRuntime(CountingRuntime):
-    async def run(self, call: Any, grant: Any, approval: str | None) -> RunOutput:
-        self.ran.append(call.call_id)
+    async def run(self, request: Any, grant: Any) -> RunOutput:
+        self.ran.append(request.call_id)
         await trio.sleep_forever()
         raise AssertionError
 
@@ -320,7 +320,7 @@ async def test_a_call_cut_off_by_shutdown_gets_its_outcome_recorded(settings: Se
     with trio.move_on_after(0.5):
         await inmemory.answer(proto.LOOP_BROKER, role.handle_loop, request("fake", {}, call="c"))
     assert runtime.ran == ["c"]
-    assert [(r["status"], r["reason"]) for r in records(settings)] == [
+    assert [(r["status"], r.get("reason")) for r in records(settings)] == [
         ("started", None),
         ("error", "brokerd stopped before fake finished; it may have run in part"),
     ]

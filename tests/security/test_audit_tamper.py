@@ -20,7 +20,7 @@ from brokerd_harness import BrokerdHome, grant, request
 
 import proto
 from brokerd._audit import AUDIT_TAMPERED
-from proto import AuditHead, AuditRecord
+from proto import AuditHead
 
 RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "runbook.md"
 
@@ -104,7 +104,7 @@ def forge_at_the_end(home: BrokerdHome) -> None:
     """Append a record that claims the chain: its prev is the head's, which anyone can read."""
     head_line = (home.audit / "head").read_bytes().splitlines()[-1]  # the last line is the head
     head = msgspec.json.decode(head_line, type=AuditHead)
-    last = msgspec.json.decode(read_lines(home)[-1], type=AuditRecord)
+    last = proto.AUDIT_LOG.decode(read_lines(home)[-1].rstrip(b"\n"))
     forged = msgspec.structs.replace(
         last, call="c-forged", decision="approved", prev=head.last, mac="f" * 64
     )
@@ -142,7 +142,7 @@ def rechain_with_sha256(home: BrokerdHome) -> None:
 def rechain_with_another_key(home: BrokerdHome) -> None:
     """Change a record and re-sign every record and the head with a key of one's own."""
     key = b"\x01" * proto.KEY_BYTES
-    records = [msgspec.json.decode(line, type=AuditRecord) for line in read_lines(home)]
+    records = [proto.AUDIT_LOG.decode(line.rstrip(b"\n")) for line in read_lines(home)]
     records[1] = msgspec.structs.replace(records[1], status="denied")
     prev = proto.AUDIT_GENESIS
     out = []

@@ -36,7 +36,7 @@ from proto import (
     Approvals,
     AssistantRecord,
     AssistantText,
-    AuditRecord,
+    AuditRecordV1,
     AuditVerified,
     BaselinePreviewReply,
     Class,
@@ -445,7 +445,7 @@ def test_sessions_list_and_show_render_the_records(
 def test_audit_tail_renders_the_records(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    record = AuditRecord(
+    record = AuditRecordV1(
         time=SHORT_HOSTILE,
         session=SHORT_HOSTILE,
         call=SHORT_HOSTILE,
@@ -470,7 +470,7 @@ def test_audit_tail_renders_the_records(
     assert_shows(out, SHORT_HOSTILE, one_line=True)
     argv = ["audit", "tail", "--json", "--home", str(short_dir)]
     assert app(argv, result_action="return_value") == 0
-    assert msgspec.json.decode(printed(capsys, stderr=False), type=list[AuditRecord]) == [record]
+    assert msgspec.json.decode(printed(capsys, stderr=False), type=list[AuditRecordV1]) == [record]
 
 
 # -- errors and `bxctl up` -----------------------------------------------------------

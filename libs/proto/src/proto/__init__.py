@@ -104,6 +104,8 @@ from ._records import RECALL_LOG as RECALL_LOG
 from ._records import AppliedEdit as AppliedEdit
 from ._records import AuditHead as AuditHead
 from ._records import AuditRecord as AuditRecord
+from ._records import AuditRecordV1 as AuditRecordV1
+from ._records import AuditRecordV2 as AuditRecordV2
 from ._records import AuditStatus as AuditStatus
 from ._records import Decided as Decided
 from ._records import Decision as Decision

@@ -7,7 +7,7 @@ ignore unknown fields, for compatibility across versions.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, assert_never
 
 import msgspec
 
@@ -26,6 +26,7 @@ from ._tools import MemoryAction, MemoryArgs, MemoryFile
 
 __all__ = [
     "MAX_PART_CHARS",
+    "NOT_DECIDED",
     "AllMessages",
     "ApprovalDecide",
     "ApprovalPending",
@@ -33,13 +34,16 @@ __all__ = [
     "ApprovalRevised",
     "Approvals",
     "ApprovalsList",
+    "Approve",
     "AssistantText",
     "AuditVerified",
     "AuditVerify",
+    "Authority",
     "BaselinePreview",
     "BaselinePreviewReply",
     "CallState",
     "CallStateReply",
+    "Deny",
     "EntryPart",
     "Error",
     "FoundEntry",
@@ -208,22 +212,32 @@ class SessionUpdated(Message, frozen=True, kw_only=True, tag="session_updated"):
 # -- broker-memory and loop-broker -----------------------------------------------------
 
 
-class ToolRequest(Message, frozen=True, kw_only=True, tag="tool_request"):
+class Authority(msgspec.Struct, frozen=True, kw_only=True):
+    """brokerd's word to memoryd that the owner decided a call, and how.
+
+    `approval` is the approval id (minted for an owner's own edit too), `token` brokerd's
+    HMAC binding it to exactly this call (`proto.approval_token`), `decided` who decided
+    and where, for the journal.
+    """
+
+    approval: str
+    token: str
+    decided: Decided
+
+
+class ToolRequest(Message, frozen=True, kw_only=True, omit_defaults=True, tag="tool_request"):
     """Run one tool call; `taint` is the session's label so far.
 
-    `approval` is set by brokerd on a call the owner approved, and null otherwise; `token`
-    proves it to memoryd.
+    `authority` is set by brokerd, to memoryd, on a call the owner decided (approved, or
+    made as their own edit), and left out otherwise: loopd sends none, and brokerd
+    ignores what a request from loopd says of approvals (an `approval: null` included,
+    as ARCHITECTURE §3 has loopd send it).
     """
 
     session: SessionId
     call: ToolCall
     taint: Label = msgspec.field(default_factory=Label)
-    approval: str | None = None
-    token: str | None = None
-    """brokerd's HMAC binding `approval` to this exact call (`proto.approval_token`)."""
-    decided: Decided | msgspec.UnsetType = msgspec.UNSET
-    """brokerd to memoryd: who decided the approved call and where, for the journal.
-    Unset (absent on the wire, which stays ARCHITECTURE §3's) on every other request."""
+    authority: Authority | None = None
 
 
 class ToolResponse(Message, frozen=True, kw_only=True, tag="tool_response"):
@@ -258,6 +272,11 @@ class ApprovalPending(Message, frozen=True, kw_only=True, tag="approval_pending"
     """brokerd to loopd, before the `tool_response` of an `ask` call: the owner is asked."""
 
     approval: PendingApproval
+
+
+NOT_DECIDED = "the owner did not decide before boxmaker stopped; the call did not run"
+"""The `denied` answer to an `ask` call the owner had not decided when boxmaker stopped:
+brokerd's when it withdraws the approval, loopd's when it stops waiting first."""
 
 
 # -- owner-memory ----------------------------------------------------------------------
@@ -427,20 +446,63 @@ class Approvals(Message, frozen=True, kw_only=True, tag="approvals", omit_defaul
     more: list[str] = msgspec.field(default_factory=list)
 
 
-class ApprovalDecide(Message, frozen=True, kw_only=True, tag="approval_decide"):
-    """The owner's decision on one pending approval.
+class Approve(msgspec.Struct, frozen=True, kw_only=True):
+    """The owner approves a pending call: as the model made it, or in `version`."""
 
-    `arguments`, with `approve`: the owner's own version of the call's arguments (edit
-    before approve), which brokerd parses with the same rules (same tool, and for a
-    memory call the same action and file) and runs instead of the model's. `surface`
-    says where the owner decided (brokerd fills in the uid of a bxctl peer itself).
+    version: str | None = None
+    """The owner's own arguments for the call (edit before approve), which brokerd parses
+    with the same rules (same tool, and for a memory call the same action and file)."""
+    note: str | None = None
+    """The owner's words on the approval, for the audit."""
+
+
+class Deny(msgspec.Struct, frozen=True, kw_only=True):
+    """The owner denies a pending call, with their reason if they gave one."""
+
+    reason: str | None = None
+
+
+class ApprovalDecide(Message, frozen=True, kw_only=True, omit_defaults=True, tag="approval_decide"):
+    """The owner's decision on one pending approval: `approval_decide {id, approve, reason?}`.
+
+    On the wire as ARCHITECTURE §3 has it, plus `arguments`, the owner's own version of
+    the call (only with `approve`), and `surface`, where the owner decided (brokerd fills
+    in the peer's uid itself, and bxctl when there is none). Code reads `verdict`; build
+    one with `deciding`. A denial with arguments is not a frame (decoding refuses it).
     """
 
     id: str
     approve: bool
     reason: str | None = None
-    arguments: str | msgspec.UnsetType = msgspec.UNSET
-    surface: Surface | msgspec.UnsetType = msgspec.UNSET
+    arguments: str | None = None
+    surface: Surface | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse arguments with a denial: a denied call runs in no version."""
+        if not self.approve and self.arguments is not None:
+            raise ValueError("arguments go with an approval only: a denied call runs in no version")
+
+    @property
+    def verdict(self) -> Approve | Deny:
+        """The decision: approve (in the owner's version, with their note) or deny."""
+        if self.approve:
+            return Approve(version=self.arguments, note=self.reason)
+        return Deny(reason=self.reason)
+
+    @classmethod
+    def deciding(
+        cls, approval: str, verdict: Approve | Deny, *, surface: Surface | None = None
+    ) -> ApprovalDecide:
+        """The frame that settles `approval` with `verdict`, decided where `surface` says."""
+        match verdict:
+            case Approve(version=version, note=note):
+                return cls(
+                    id=approval, approve=True, reason=note, arguments=version, surface=surface
+                )
+            case Deny(reason=reason):
+                return cls(id=approval, approve=False, reason=reason, surface=surface)
+            case _:
+                assert_never(verdict)
 
 
 class ApprovalRevise(Message, frozen=True, kw_only=True, tag="approval_revise"):

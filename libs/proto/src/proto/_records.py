@@ -23,6 +23,7 @@ import msgspec
 from ._jsonl import JsonLines
 from ._keys import sign
 from ._label import Label
+from ._text import lower_first
 from ._tools import MemoryAction
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "AppliedEdit",
     "AuditHead",
     "AuditRecord",
+    "AuditRecordV1",
+    "AuditRecordV2",
     "AuditStatus",
     "Decided",
     "Decision",
@@ -245,24 +248,13 @@ class RecallRecord(msgspec.Struct, frozen=True, kw_only=True):
     hits: list[HitSource]
 
 
-class AuditRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One line of the audit log (ARCHITECTURE §5), plus `reason`, `taint` and `mac`.
+class AuditRecordV1(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A line of the audit log as brokerd wrote them until issue 30 (`AuditRecordV2` since).
 
-    A call that runs (`auto`, or `approved`) has two records with the same `session` and
-    `call`: the decision, `status` `started`, written and fsynced before the tool runs
-    (brokerd runs nothing it could not record), and the outcome, written after. A call
-    that does not run (`denied`, `refused`) has one record, its outcome.
-
-    `label` is the result's label; in a `started` record, the grant's (the least the
-    result will carry). `taint` is the session's label the call was decided under: the
-    stricter of loopd's and what brokerd returned to the session (None in records written
-    before brokerd recorded it). `reason` says why a call was denied or refused, or the
-    owner's words on an approval.
-
-    `mac` is the record's own MAC under brokerd's audit key (`audit_mac`), so no one
-    without the key can write or change a record; `prev` chains the records, the previous
-    record's `mac` (across month files; the first record's is `AUDIT_GENESIS`), so none
-    can be removed, moved or copied either.
+    Kept exactly as it was: a line is verified by re-encoding its record and comparing
+    the bytes, so this Struct must encode every old line as it was written. `surface` and
+    `proposed` (issue 21) are unset, and so absent from the line, where no owner decided
+    and in lines written before them; `taint` is None in lines written before it.
     """
 
     time: str
@@ -281,12 +273,63 @@ class AuditRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     prev: str = AUDIT_GENESIS
     mac: str = ""
     surface: Surface | msgspec.UnsetType = msgspec.UNSET
-    """Who decided and where (a decision of the owner's: `approved`, `denied` by them,
-    `owner`). Unset, and so absent from the line, where no owner decided, and in records
-    written before issue 21, whose lines stay byte for byte their own encoding."""
     proposed: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class AuditRecordV2(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag_field="v",
+    tag=2,
+):
+    """One line of the audit log (ARCHITECTURE §5), `v` 2: what brokerd writes.
+
+    A call that runs (`auto`, `approved`, `owner`) has two records with the same `session`
+    and `call`: the decision, `status` `started`, written and fsynced before the tool runs
+    (brokerd runs nothing it could not record), and the outcome, written after. A call
+    that does not run (`denied`, `refused`) has one record, its outcome.
+
+    `label` is the result's label; in a `started` record, the grant's (the least the
+    result will carry). `taint` is the session's label the call was decided under: the
+    stricter of loopd's and what brokerd returned to the session. `reason` says why a
+    call was denied or refused, or gives the owner's words on an approval. A field that
+    is None is left out of the line.
+
+    `mac` is the record's own MAC under brokerd's audit key (`audit_mac`), so no one
+    without the key can write or change a record; `prev` chains the records, the previous
+    record's `mac` (across month files, and across versions; the first record's is
+    `AUDIT_GENESIS`), so none can be removed, moved or copied either.
+    """
+
+    time: str
+    session: str
+    call: str
+    tool: str
+    arguments: str
+    grant: str | None = None
+    grant_sha256: str | None = None
+    decision: Decision
+    approval: str | None = None
+    label: Label
+    status: AuditStatus
+    reason: str | None = None
+    taint: Label
+    surface: Surface | None = None
+    """Who decided and where: a decision of the owner's (`approved`, `denied` by them,
+    `owner`, or a refused edit of their own)."""
+    proposed: str | None = None
     """The model's arguments when the owner approved a version of their own (`arguments`
-    is what ran). Unset otherwise."""
+    is what ran)."""
+    prev: str
+    mac: str
+
+
+AuditRecord = AuditRecordV1 | AuditRecordV2
+"""A line of `audit/YYYY-MM.jsonl`, of either version: read with `AUDIT_LOG`, and
+verified with `audit_mac` (each version under its own MAC domain). brokerd writes V2."""
 
 
 class AuditHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -314,8 +357,43 @@ EDIT_JOURNAL: JsonLines[JournalLine] = JsonLines(JournalLine, legacy=(_JournalLi
 RECALL_LOG: JsonLines[RecallRecord] = JsonLines(RecallRecord)
 """The reader of `memory/recalls/YYYY-MM.jsonl`."""
 
-AUDIT_LOG: JsonLines[AuditRecord] = JsonLines(AuditRecord)
-"""The reader of `audit/YYYY-MM.jsonl`."""
+
+class _AuditVersion(msgspec.Struct, frozen=True):
+    v: int = 1
+
+
+_audit_version = msgspec.json.Decoder(_AuditVersion)
+_AUDIT_VERSIONS: dict[int, msgspec.json.Decoder[AuditRecord]] = {
+    1: msgspec.json.Decoder(AuditRecordV1),
+    2: msgspec.json.Decoder(AuditRecordV2),
+}
+
+
+class _AuditLog(JsonLines[AuditRecord]):
+    """Reads each line as the version its `v` names (none: V1).
+
+    Not `JsonLines`' legacy fallback: msgspec decodes a lone tagged Struct without its
+    tag, so V2 tried first would read a V1 line as a V2 record (whose bytes and MAC then
+    differ), and V1 tried first would blame a damaged V2 line on its `v`.
+    """
+
+    def decode(self, raw: bytes) -> AuditRecord:
+        """One line's record, of its version; `ValueError` (msgspec's path) when it is not one."""
+        try:
+            version = _audit_version.decode(raw).v
+            decoder = _AUDIT_VERSIONS.get(version)
+            if decoder is None:
+                known = ", ".join(map(str, _AUDIT_VERSIONS))
+                raise ValueError(f"audit record version {version} is not one of {known}")
+            return decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ValueError(lower_first(str(exc))) from None
+        except RecursionError:
+            raise ValueError("the line nests JSON too deeply") from None
+
+
+AUDIT_LOG: JsonLines[AuditRecord] = _AuditLog(AuditRecordV2)
+"""The reader of `audit/YYYY-MM.jsonl`: V1 and V2 lines, told apart by `v`."""
 
 AUDIT_HEAD = "head"
 """The name of the head file in the audit directory."""
@@ -346,10 +424,17 @@ def edit_id(line: JournalLine) -> str:
 
 
 def audit_mac(key: bytes, record: AuditRecord) -> str:
-    """An audit record's MAC: HMAC-SHA256 under `key` of its line with `mac` left empty.
+    """An audit record's MAC: HMAC-SHA256 under `key` of its line with `mac` empty.
 
-    A record is its line as msgspec encodes it, so a reader checks both that the line is
-    that encoding and that its `mac` is this.
+    Each version signs under its own domain, so a line cannot be passed off as another
+    version's. A record is its line as msgspec encodes it, so a reader checks both that
+    the line is that encoding and that its `mac` is this.
     """
     unsigned = _encoder.encode(msgspec.structs.replace(record, mac=""))
-    return sign(key, "boxmaker audit record v1", unsigned)
+    match record:
+        case AuditRecordV1():
+            return sign(key, "boxmaker audit record v1", unsigned)
+        case AuditRecordV2():
+            return sign(key, "boxmaker audit record v2", unsigned)
+        case _:
+            assert_never(record)

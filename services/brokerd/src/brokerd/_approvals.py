@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import assert_never
 
 import msgspec
 import trio
@@ -28,12 +28,19 @@ from ._arguments import Arguments
 __all__ = [
     "UNTRUSTED_SESSION",
     "AlreadyDecided",
-    "Approvals",
-    "Outcome",
+    "Disconnected",
+    "NotApproved",
+    "OwnerApproves",
+    "OwnerDenies",
+    "PendingApprovals",
+    "Settled",
+    "ShutDown",
+    "TimedOut",
     "UnknownApproval",
     "describe",
     "format_duration",
     "page",
+    "why_not_run",
 ]
 
 log = logging.getLogger("brokerd.approvals")
@@ -45,23 +52,80 @@ _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # no l, o, 0, 1: read aloud, 
 _ID_CHARS = 6
 _REMEMBERED = 1024
 
-How = Literal["owner", "timeout", "disconnected", "shutdown"]
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OwnerApproves:
+    """The owner approved, where `surface` says; in their own `version` if they gave one."""
+
+    surface: proto.Surface
+    version: Arguments | None = None
+    """The owner's own version of the call's arguments, parsed."""
+    note: str | None = None
+    """The owner's words on the approval."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OwnerDenies:
+    """The owner denied, where `surface` says, with their reason if they gave one."""
+
+    surface: proto.Surface
+    reason: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
-class Outcome:
-    """How an approval was settled.
+class TimedOut:
+    """The owner did not decide within `after_s`."""
 
-    `sentence` says why it was not approved; on an approval it is the owner's reason, if any.
-    """
+    after_s: float
 
-    approved: bool
-    how: How
-    sentence: str
-    arguments: Arguments | None = None
-    """The owner's own version of the call's arguments, parsed, when they changed it."""
-    surface: proto.Surface | None = None
-    """Where the owner decided (`how` is `owner`)."""
+
+@dataclasses.dataclass(frozen=True)
+class Disconnected:
+    """loopd hung up while the approval was pending."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ShutDown:
+    """brokerd stopped before the owner decided."""
+
+
+NotApproved = OwnerDenies | TimedOut | Disconnected | ShutDown
+"""Every way an approval ends without the call running."""
+
+Settled = OwnerApproves | NotApproved
+"""How an approval was settled: exactly one of these, first come."""
+
+
+def why_not_run(settled: NotApproved) -> str:
+    """The sentence the model reads for a call whose approval was not given."""
+    match settled:
+        case OwnerDenies(reason=reason):
+            return "the owner denied this call" + (f": {reason}" if reason else "")
+        case TimedOut(after_s=after_s):
+            return f"approval timed out after {format_duration(after_s)}"
+        case Disconnected():
+            return "loopd disconnected while the approval was pending"
+        case ShutDown():
+            return proto.NOT_DECIDED
+        case _:
+            assert_never(settled)
+
+
+def _past(settled: Settled) -> str:
+    """How it was settled, for an owner whose decision came second."""
+    match settled:
+        case OwnerApproves():
+            return "the owner approved it"
+        case OwnerDenies():
+            return "the owner denied it"
+        case TimedOut():
+            return "it timed out"
+        case Disconnected():
+            return "its loopd disconnected"
+        case ShutDown():
+            return "the owner did not decide before boxmaker stopped"
+        case _:
+            assert_never(settled)
 
 
 class UnknownApproval(LookupError):
@@ -120,16 +184,16 @@ def describe(approval: PendingApproval) -> str:
 class _Pending:
     approval: PendingApproval
     done: trio.Event = dataclasses.field(default_factory=trio.Event)
-    outcome: Outcome | None = None
+    settled: Settled | None = None
 
 
-class Approvals:
+class PendingApprovals:
     """The pending approvals of one brokerd, oldest first."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self._pending: dict[str, _Pending] = {}
-        self._settled: collections.OrderedDict[str, Outcome] = collections.OrderedDict()
+        self._settled: collections.OrderedDict[str, Settled] = collections.OrderedDict()
         self._closed = False
 
     def new_id(self) -> str:
@@ -143,43 +207,42 @@ class Approvals:
         """The approvals waiting for the owner, oldest first."""
         return [entry.approval for entry in self._pending.values()]
 
-    async def wait(
+    async def wait_settled(
         self,
         approval: PendingApproval,
         *,
         announce: Callable[[], Awaitable[None]],
         peer_gone: Callable[[], Awaitable[None]],
-    ) -> Outcome:
-        """List `approval` as pending, `announce` it, and hold it until it is settled.
+    ) -> Settled:
+        """List `approval` as pending, `announce` it, and wait until it is settled.
 
         `announce` tells loopd (it runs once the approval is listed, so an owner who acts
         on the announcement finds it); `peer_gone` returns when loopd has disconnected.
         """
         entry = _Pending(approval)
         if self._closed:
-            return self._settle(entry, Outcome(False, "shutdown", _SHUTDOWN))
+            return self._settle(entry, ShutDown())
         self._pending[approval.id] = entry
         log.info("%s", describe(approval))
         try:
             try:
                 await announce()
             except PeerGone:
-                return self._settle(entry, Outcome(False, "disconnected", _DISCONNECTED))
+                return self._settle(entry, Disconnected())
 
             async def watch_peer() -> None:
                 await peer_gone()
-                self._settle(entry, Outcome(False, "disconnected", _DISCONNECTED))
+                self._settle(entry, Disconnected())
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(watch_peer)
                 with trio.move_on_after(self.timeout_s):
                     await entry.done.wait()
                 nursery.cancel_scope.cancel()
-            timed_out = f"approval timed out after {format_duration(self.timeout_s)}"
-            return self._settle(entry, Outcome(False, "timeout", timed_out))
+            return self._settle(entry, TimedOut(self.timeout_s))
         finally:
             # Cancelled from outside (a forced shutdown): it must not stay listed.
-            self._settle(entry, Outcome(False, "shutdown", _SHUTDOWN))
+            self._settle(entry, ShutDown())
 
     def get(self, approval_id: str) -> PendingApproval:
         """The pending approval `approval_id`.
@@ -199,67 +262,37 @@ class Approvals:
             raise AlreadyDecided(f"approval {approval_id} was already settled: {_past(settled)}")
         return entry
 
-    def decide(
-        self,
-        approval_id: str,
-        *,
-        approve: bool,
-        reason: str | None,
-        arguments: Arguments | None = None,
-        surface: proto.Surface | None = None,
-    ) -> Outcome:
-        """Settle a pending approval with the owner's decision (and version, and surface).
+    def settle_by_owner(self, approval_id: str, answer: OwnerApproves | OwnerDenies) -> None:
+        """Settle a pending approval with the owner's answer.
 
-        A caller that checked the owner's `arguments` against `get`'s approval must call
-        this without a checkpoint in between, so the approval it checked is the one settled.
+        A caller that checked the owner's version against `get`'s approval must call this
+        without a checkpoint in between, so the approval it checked is the one settled.
 
         Raises:
             UnknownApproval: no approval with this id was pending.
             AlreadyDecided: it was settled before (by the owner, the timeout, ...).
         """
-        entry = self._entry(approval_id)
-        if approve:
-            sentence = reason or ""
-        else:
-            sentence = "the owner denied this call" + (f": {reason}" if reason else "")
-        outcome = self._settle(
-            entry, Outcome(approve, "owner", sentence, arguments=arguments, surface=surface)
-        )
-        log.info("approval %s %s by the owner", approval_id, "approved" if approve else "denied")
-        return outcome
+        self._settle(self._entry(approval_id), answer)
+        verb = "approved" if isinstance(answer, OwnerApproves) else "denied"
+        log.info("approval %s %s by the owner", approval_id, verb)
 
     def withdraw_all(self) -> None:
         """Deny every pending approval, and any asked from now on: brokerd is shutting down."""
         self._closed = True
         for entry in list(self._pending.values()):
-            self._settle(entry, Outcome(False, "shutdown", _SHUTDOWN))
+            self._settle(entry, ShutDown())
 
-    def _settle(self, entry: _Pending, outcome: Outcome) -> Outcome:
-        if entry.outcome is None:
-            entry.outcome = outcome
+    def _settle(self, entry: _Pending, settled: Settled) -> Settled:
+        if entry.settled is None:
+            entry.settled = settled
             self._pending.pop(entry.approval.id, None)
-            self._settled[entry.approval.id] = outcome
+            self._settled[entry.approval.id] = settled
             while len(self._settled) > _REMEMBERED:
                 self._settled.popitem(last=False)
             entry.done.set()
-            if outcome.how != "owner":
-                log.info("approval %s settled: %s", entry.approval.id, _past(outcome))
-        return entry.outcome
-
-
-_DISCONNECTED = "loopd disconnected while the approval was pending"
-_SHUTDOWN = "the owner did not decide before boxmaker stopped; the call did not run"
-_PAST: dict[How, str] = {
-    "timeout": "it timed out",
-    "disconnected": "its loopd disconnected",
-    "shutdown": "the owner did not decide before boxmaker stopped",
-}
-
-
-def _past(outcome: Outcome) -> str:
-    if outcome.how == "owner":
-        return "the owner approved it" if outcome.approved else "the owner denied it"
-    return _PAST[outcome.how]
+            if not isinstance(settled, OwnerApproves | OwnerDenies):
+                log.info("approval %s settled: %s", entry.approval.id, _past(settled))
+        return entry.settled
 
 
 ID_SHOWN = 64

@@ -6,6 +6,11 @@ text with the tool's parser from proto (`proto.TOOLS`: spec §5 for recall and m
 local tools' Structs), any other tool as a JSON object. The canonical text is what the
 owner approves, what the audit log records and what the runtime runs, so what is
 approved is byte for byte what runs.
+
+The shape only: what a memory edit does to its file (a text over the file's limit, an
+entry that is not there) is memoryd's to say, with the spec's sentences, whoever made the
+edit. An owner asked to approve a model's text that is too long may approve a shorter
+version of their own.
 """
 
 from __future__ import annotations
@@ -18,10 +23,17 @@ from typing import Any
 
 import msgspec
 
-import entries
 import proto
 
-__all__ = ["Arguments", "ArgumentsRefused", "check_tool_name", "parse_arguments"]
+__all__ = [
+    "Arguments",
+    "ArgumentsRefused",
+    "LocalArgs",
+    "OtherArgs",
+    "ToolArgs",
+    "check_tool_name",
+    "parse_arguments",
+]
 
 _TOOL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
@@ -31,11 +43,25 @@ ArgumentsRefused = proto.ToolArgsError
 
 
 @dataclasses.dataclass(frozen=True)
+class OtherArgs:
+    """The arguments of a tool brokerd knows no shape of (a grant's own tool): the object."""
+
+    fields: dict[str, Any]
+
+
+LocalArgs = proto.ReadFileArgs | proto.ListDirArgs | proto.HttpFetchArgs
+"""The arguments of the local runtime's tools."""
+
+ToolArgs = proto.RecallArgs | proto.MemoryArgs | LocalArgs | OtherArgs
+"""A call's arguments, parsed by its tool's parser."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Arguments:
     """A call's arguments: the canonical text and the parsed value."""
 
     canonical: str
-    value: object
+    value: ToolArgs
 
 
 def check_tool_name(name: str) -> None:
@@ -89,34 +115,9 @@ def _canonical(tool: str, value: dict[str, Any]) -> str:
         raise ArgumentsRefused(f"{tool} arguments contain a lone surrogate") from None
 
 
-def _parse_memory(text: str) -> object:
-    args = proto.parse_memory_args(text)
-    _check_memory_lengths(args)
-    return args
-
-
-def _check_memory_lengths(args: proto.MemoryArgs) -> None:
-    # A text longer than its file's limit can never be applied; refusing it here spares
-    # the owner an approval that is bound to fail.
-    name, limit = entries.file_name(args.file), entries.limit_for(args.file)
-    texts: list[tuple[str, str | None]] = []
-    if isinstance(args, proto.MemoryConsolidate):
-        for i, item in enumerate(args.entries):
-            texts += [(f"consolidate item {i} 'old'", item.old)]
-            texts += [(f"consolidate item {i} 'text'", item.text)]
-    else:
-        texts += [("'text'", getattr(args, "text", None)), ("'old'", getattr(args, "old", None))]
-    for where, text in texts:
-        if text is not None and len(text) > limit:
-            raise ArgumentsRefused(
-                f"memory arguments: {where} is {len(text):,} characters; "
-                f"{name} holds at most {limit:,}"
-            )
-
-
-_PARSERS: dict[str, Callable[[str], object]] = {
+_PARSERS: dict[str, Callable[[str], ToolArgs]] = {
     "recall": proto.TOOLS["recall"].parse,
-    "memory": _parse_memory,
+    "memory": proto.parse_memory_args,
     **{spec.name: spec.parse for spec in proto.LOCAL_TOOLS},
 }
 
@@ -126,4 +127,4 @@ def parse_arguments(tool: str, raw: str) -> Arguments:
     value = _decode(tool, raw)
     canonical = _canonical(tool, value)
     parser = _PARSERS.get(tool)
-    return Arguments(canonical=canonical, value=parser(canonical) if parser else value)
+    return Arguments(canonical=canonical, value=parser(canonical) if parser else OtherArgs(value))

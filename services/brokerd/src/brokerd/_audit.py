@@ -1,6 +1,8 @@
 """The audit log, `audit/YYYY-MM.jsonl`, signed with brokerd's key; its head, `audit/head`.
 
-Records are `proto.AuditRecord`. Each carries its own MAC under brokerd's audit key
+Records are `proto.AuditRecord`: brokerd writes V2 (`proto.AuditRecordV2`), and reads and
+verifies the V1 lines of logs written before it, each as its own bytes under its own MAC
+domain, in one chain. Each carries its own MAC under brokerd's audit key
 (`proto.audit_mac`) and, as `prev`, the MAC of the record before it, across month files
 (the first record's is `proto.AUDIT_GENESIS`). The head (`proto.AuditHead`) holds the
 number of records and the last one's MAC, under a MAC of its own; a new head is a line
@@ -46,7 +48,16 @@ import msgspec
 import trio
 
 import proto
-from proto import AUDIT_GENESIS, AUDIT_HEAD, AUDIT_LOG, AuditHead, AuditRecord, Class, Label
+from proto import (
+    AUDIT_GENESIS,
+    AUDIT_HEAD,
+    AUDIT_LOG,
+    AuditHead,
+    AuditRecord,
+    AuditRecordV2,
+    Class,
+    Label,
+)
 
 from ._audit_files import AuditFiles
 
@@ -329,7 +340,7 @@ class Audit:
         """
         self._nursery = nursery
 
-    async def append(self, record: AuditRecord, now: datetime, *, durable: bool = True) -> None:
+    async def append(self, record: AuditRecordV2, now: datetime, *, durable: bool = True) -> None:
         """Chain `record` to the last one, append it to the month of `now`, move the head.
 
         With `durable` (a call's decision, before the call runs) the line and its head are
@@ -366,7 +377,7 @@ class Audit:
                 AUDIT_UNWRITABLE,
             )
 
-    def _append_now(self, record: AuditRecord, now: datetime, durable: bool) -> None:
+    def _append_now(self, record: AuditRecordV2, now: datetime, durable: bool) -> None:
         if (
             self._broken is None
             and not self._head_unsure

@@ -24,7 +24,7 @@ import logging
 import secrets
 from datetime import datetime
 from functools import partial
-from typing import Protocol
+from typing import Protocol, assert_never
 
 import msgspec
 import trio
@@ -32,38 +32,56 @@ import trio
 import proto
 from proto import (
     ApprovalPending,
-    AuditRecord,
-    AuditStatus,
-    Decision,
+    AuditRecordV2,
     Label,
     Message,
     PendingApproval,
-    Status,
     Surface,
     ToolResponse,
     utc_now,
     utc_stamp,
 )
 
-from ._approvals import Approvals
+from ._approvals import (
+    Disconnected,
+    OwnerApproves,
+    OwnerDenies,
+    PendingApprovals,
+    ShutDown,
+    TimedOut,
+    why_not_run,
+)
 from ._arguments import ArgumentsRefused, check_tool_name, parse_arguments
 from ._audit import AUDIT_UNWRITABLE, Audit
 from ._grants import Grant, GrantSet
+from ._outcomes import (
+    Denied,
+    Outcome,
+    Policy,
+    Ran,
+    Refused,
+    Run,
+    Unapproved,
+    Unrecorded,
+    answer,
+    audit_record,
+)
 from ._owner import check_undoes
-from ._runtimes import Call, RunOutput, Runtime, run_call
+from ._runtimes import (
+    Approved,
+    Auto,
+    OwnEdit,
+    RunOutput,
+    RunRequest,
+    Runtime,
+    run_call,
+)
 
-__all__ = ["AUDIT_UNWRITABLE_SENTENCE", "INTERRUPTED", "Decider", "LoopdConnection"]
+__all__ = ["INTERRUPTED", "Decider", "LoopdConnection"]
 
 log = logging.getLogger("brokerd.decide")
 
-_MAX_REASON_CHARS = 1000
 _CLEANUP_S = 5.0
-
-AUDIT_UNWRITABLE_SENTENCE = (
-    "the audit log cannot be written ({error}), so {tool} did not run; try again later "
-    f"(runbook: {AUDIT_UNWRITABLE})"
-)
-"""Fixed apart from the error and the tool: a call whose decision could not be recorded."""
 
 CHANGED_BY_OWNER = "the owner approved this call with changes; what ran: {arguments}\n"
 """Put before the tool's answer when the owner approved their own version of the call."""
@@ -90,44 +108,11 @@ class LoopdConnection(Protocol):
         ...
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _Decided:
-    """Everything the audit record and the reply need."""
-
-    arguments: str
-    grant: Grant | None
-    decision: Decision
-    status: Status
-    content: str
-    label: Label = dataclasses.field(default_factory=Label)
-    approval: str | None = None
-    reason: str | None = None
-    unrecorded: bool = False
-    """True for the refusal of a call whose record could not be written: none is tried."""
-    surface: Surface | None = None
-    """Where the owner decided, when they did."""
-    proposed: str | None = None
-    """The model's arguments, when what ran is the owner's version."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Run:
-    """A call decided to run: unasked (`auto`) or `approved` by the owner."""
-
-    call: Call
-    grant: Grant
-    decision: Decision
-    approval: str | None = None
-    reason: str | None = None
-    surface: Surface | None = None
-    proposed: str | None = None
-
-
 class Decider:
     """Decides, runs and audits tool calls."""
 
     def __init__(
-        self, grants: GrantSet, approvals: Approvals, audit: Audit, runtime: Runtime
+        self, grants: GrantSet, approvals: PendingApprovals, audit: Audit, runtime: Runtime
     ) -> None:
         self.grants = grants
         self.approvals = approvals
@@ -154,84 +139,63 @@ class Decider:
             )
         return taint
 
-    async def decide(self, request: proto.ToolRequest, loopd: LoopdConnection) -> ToolResponse:
-        """Decide one call and answer it; `request.approval` from loopd is ignored."""
+    async def answer_call(self, request: proto.ToolRequest, loopd: LoopdConnection) -> ToolResponse:
+        """Decide one call from loopd, run it if it may run, audit it, and answer it."""
         taint = self.taint(request)
-        decided = await self._decide(request, taint, loopd)
-        if isinstance(decided, _Run):
+        decided = await self._run_or_not(request, taint, loopd)
+        if isinstance(decided, Run):
             decided = await self._run(request, taint, decided)
         return await self._finish(request, taint, decided)
 
-    async def _decide(
+    async def _run_or_not(
         self, request: proto.ToolRequest, taint: Label, loopd: LoopdConnection
-    ) -> _Decided | _Run:
+    ) -> Outcome | Run:
+        """Whether the call runs (and under which grant), or what became of it instead."""
         tool = request.call.name
         try:
             check_tool_name(tool)
             arguments = parse_arguments(tool, request.call.arguments)
         except ArgumentsRefused as exc:
-            return _Decided(
-                arguments=request.call.arguments,
-                grant=None,
-                decision="refused",
-                status="error",
-                content=str(exc),
-            )
+            return Refused(arguments=request.call.arguments, why=str(exc))
         canonical = arguments.canonical
         candidates = self.grants.find(tool)
         if not candidates:
-            return _Decided(
-                arguments=canonical,
-                grant=None,
-                decision="denied",
-                status="denied",
-                content=f"no grant for {tool}",
-            )
-        call = Call(
+            return Denied(arguments=canonical, why=f"no grant for {tool}", by=Policy())
+        call = RunRequest(
             session=request.session,
             call_id=request.call.id,
             tool=tool,
             arguments=arguments,
             taint=taint,
+            by=Auto(),
         )
         grant = candidates[0]
         if len(candidates) > 1:
             chosen = await self._choose(call, candidates)
-            if isinstance(chosen, _Decided):
+            if not isinstance(chosen, Grant):
                 return chosen
             grant = chosen
         if taint.class_.rank > grant.max_taint.rank:
-            return _Decided(
+            return Denied(
                 arguments=canonical,
-                grant=grant,
-                decision="denied",
-                status="denied",
-                content=f"this session has seen {taint.class_} content; the grant "
+                why=f"this session has seen {taint.class_} content; the grant "
                 f"{grant.name} allows {tool} only up to {grant.max_taint}",
+                by=Policy(),
+                grant=grant,
             )
         if grant.mode == "deny":
-            return _Decided(
-                arguments=canonical,
-                grant=grant,
-                decision="denied",
-                status="denied",
-                content=f"the grant {grant.name} denies {tool}",
-            )
+            why = f"the grant {grant.name} denies {tool}"
+            return Denied(arguments=canonical, why=why, by=Policy(), grant=grant)
         refusal = await self.runtime.check(call, grant)
         if refusal is not None:
-            decision: Decision = "denied" if refusal.status == "denied" else "refused"
-            return _Decided(
-                arguments=canonical,
-                grant=grant,
-                decision=decision,
-                status=refusal.status,
-                content=refusal.content,
-            )
+            return _refusal(canonical, refusal, grant)
         if grant.mode == "auto":
-            return _Run(call, grant, "auto")
+            return Run(call, grant)
         return await self._ask(call, grant, loopd)
 
-    async def _choose(self, call: Call, candidates: tuple[Grant, ...]) -> Grant | _Decided:
+    async def _choose(
+        self, call: RunRequest, candidates: tuple[Grant, ...]
+    ) -> Grant | Refused | Denied:
         """The one grant, of several for a tool, whose paths or hosts admit the call."""
         admitted: list[Grant] = []
         refusals: list[RunOutput] = []
@@ -250,24 +214,14 @@ class Decider:
                 f"the grants {names} all admit this {call.tool} call; make their paths or "
                 "hosts disjoint (runbook: grants-invalid)"
             )
-            return _Decided(
-                arguments=canonical, grant=None, decision="denied", status="denied", content=overlap
-            )
+            return Denied(arguments=canonical, why=overlap, by=Policy())
         errors = [r for r in refusals if r.status != "denied"]
         if errors:  # about the call itself (a relative path, not a URL): the same for all
-            return _Decided(
-                arguments=canonical,
-                grant=None,
-                decision="refused",
-                status=errors[0].status,
-                content=errors[0].content,
-            )
+            return _refusal(canonical, errors[0], None)
         outside = "; ".join(r.content for r in refusals)
-        return _Decided(
-            arguments=canonical, grant=None, decision="denied", status="denied", content=outside
-        )
+        return Denied(arguments=canonical, why=outside, by=Policy())
 
-    async def _ask(self, call: Call, grant: Grant, loopd: LoopdConnection) -> _Decided | _Run:
+    async def _ask(self, call: RunRequest, grant: Grant, loopd: LoopdConnection) -> Denied | Run:
         canonical = call.arguments.canonical
         pending = PendingApproval(
             id=self.approvals.new_id(),
@@ -278,38 +232,28 @@ class Decider:
             taint=call.taint,
             time=utc_stamp(),
         )
-        outcome = await self.approvals.wait(
+        settled = await self.approvals.wait_settled(
             pending,
             announce=partial(loopd.send, ApprovalPending(approval=pending)),
             peer_gone=loopd.wait_peer_gone,
         )
-        if not outcome.approved:
-            return _Decided(
-                arguments=canonical,
-                grant=grant,
-                decision="denied",
-                status="denied",
-                content=outcome.sentence,
-                approval=pending.id,
-                surface=outcome.surface,
-            )
-        said = f"approved by the owner: {outcome.sentence}" if outcome.sentence else None
-        proposed = None
-        if outcome.arguments is not None and outcome.arguments.canonical != canonical:
-            proposed = canonical
-            call = dataclasses.replace(call, arguments=outcome.arguments)
-        if call.tool == "memory" and outcome.surface is not None:
-            decided = proto.OwnerApproved(surface=outcome.surface, proposed=proposed)
-            call = dataclasses.replace(call, decided=decided)
-        return _Run(
-            call,
-            grant,
-            "approved",
-            approval=pending.id,
-            reason=said,
-            surface=outcome.surface,
-            proposed=proposed,
-        )
+        match settled:
+            case OwnerApproves(surface=surface, version=version, note=note):
+                proposed = None
+                if version is not None and version.canonical != canonical:
+                    proposed = canonical
+                    call = dataclasses.replace(call, arguments=version)
+                by = Approved(approval=pending.id, surface=surface, note=note, proposed=proposed)
+                return Run(dataclasses.replace(call, by=by), grant)
+            case OwnerDenies() | TimedOut() | Disconnected() | ShutDown():
+                return Denied(
+                    arguments=canonical,
+                    why=why_not_run(settled),
+                    by=Unapproved(pending.id, settled),
+                    grant=grant,
+                )
+            case _:
+                assert_never(settled)
 
     async def owner_edit(self, request: proto.MemoryEdit, surface: Surface) -> ToolResponse:
         """The owner's own memory edit: decided `owner`, audited, run like an approved call.
@@ -329,74 +273,43 @@ class Decider:
             check_undoes(request.undoes)
             arguments = parse_arguments("memory", request.arguments)
         except ArgumentsRefused as exc:
-            refused = _Decided(
-                arguments=request.arguments,
-                grant=None,
-                decision="refused",
-                status="error",
-                content=str(exc),
-                surface=surface,
-            )
+            refused = Refused(arguments=request.arguments, why=str(exc), surface=surface)
             return await self._finish(as_call, OWNER_TAINT, refused)
         grant = self.grants.find("memory")[0]  # built in: always there
-        call = Call(
+        by = OwnEdit(approval=self.approvals.new_id(), surface=surface, undoes=request.undoes)
+        call = RunRequest(
             session=session,
             call_id=call_id,
             tool="memory",
             arguments=arguments,
             taint=OWNER_TAINT,
-            decided=proto.OwnerEdit(surface=surface, undoes=request.undoes),
+            by=by,
         )
-        run = _Run(call, grant, "owner", approval=self.approvals.new_id(), surface=surface)
-        return await self._finish(as_call, OWNER_TAINT, await self._run(as_call, OWNER_TAINT, run))
+        ran = await self._run(as_call, OWNER_TAINT, Run(call, grant))
+        return await self._finish(as_call, OWNER_TAINT, ran)
 
-    async def _run(self, request: proto.ToolRequest, taint: Label, run: _Run) -> _Decided:
+    async def _run(self, request: proto.ToolRequest, taint: Label, run: Run) -> Ran | Unrecorded:
         """Record the decision durably, then run the call; refuse it if it cannot be recorded."""
-        canonical = run.call.arguments.canonical
+        call = run.request
         now = utc_now()
-        started = self._record(
-            request,
-            taint,
-            now,
-            arguments=canonical,
-            grant=run.grant,
-            decision=run.decision,
-            approval=run.approval,
-            label=run.grant.label,
-            status="started",
-            reason=run.reason,
-            surface=run.surface,
-            proposed=run.proposed,
-        )
+        started = audit_record(run, request, taint, now)
+        assert started is not None
         try:
             await self.audit.append(started, now)
         except OSError as exc:
             log.error(
                 "%s call %s in session %s refused: its audit record cannot be written: %s "
                 "(runbook: %s)",
-                run.call.tool,
-                run.call.call_id,
-                run.call.session,
+                call.tool,
+                call.call_id,
+                call.session,
                 exc,
                 AUDIT_UNWRITABLE,
             )
-            refusal = AUDIT_UNWRITABLE_SENTENCE.format(
-                error=exc.strerror or exc, tool=run.call.tool
-            )
-            return _Decided(
-                arguments=canonical,
-                grant=run.grant,
-                decision="refused",
-                status="error",
-                content=refusal,
-                approval=run.approval,
-                unrecorded=True,
-                surface=run.surface,
-                proposed=run.proposed,
-            )
+            return Unrecorded(run, str(exc.strerror or exc))
         finished = False
         try:
-            output = await run_call(self.runtime, run.call, run.grant, run.approval)
+            output = await run_call(self.runtime, call, run.grant)
             finished = True
         finally:
             if not finished:  # cancelled: shutdown cut it off, and no answer goes out
@@ -406,51 +319,21 @@ class Decider:
                     time=utc_stamp(now),
                     label=Label(),
                     status="error",
-                    reason=INTERRUPTED.format(tool=run.call.tool),
+                    reason=INTERRUPTED.format(tool=call.tool),
                 )
                 with trio.move_on_after(_CLEANUP_S, shield=True):
                     await self._append(interrupted, now)
-        if run.proposed is not None:
-            output = dataclasses.replace(
-                output, content=CHANGED_BY_OWNER.format(arguments=canonical) + output.content
-            )
-        return _ran(canonical, run, output)
+        match call.by:
+            case Approved(proposed=str()):
+                changed = CHANGED_BY_OWNER.format(arguments=call.arguments.canonical)
+                output = dataclasses.replace(output, content=changed + output.content)
+            case Approved() | Auto() | OwnEdit():
+                pass
+            case _:
+                assert_never(call.by)
+        return Ran(run, output)
 
-    def _record(
-        self,
-        request: proto.ToolRequest,
-        taint: Label,
-        now: datetime,
-        *,
-        arguments: str,
-        grant: Grant | None,
-        decision: Decision,
-        approval: str | None,
-        label: Label,
-        status: AuditStatus,
-        reason: str | None,
-        surface: Surface | None = None,
-        proposed: str | None = None,
-    ) -> AuditRecord:
-        return AuditRecord(
-            time=utc_stamp(now),
-            session=request.session,
-            call=request.call.id,
-            tool=request.call.name,
-            arguments=arguments,
-            grant=grant.name if grant else None,
-            grant_sha256=grant.grant_sha256 if grant else None,
-            decision=decision,
-            approval=approval,
-            label=label,
-            status=status,
-            reason=reason,
-            taint=taint,
-            surface=msgspec.UNSET if surface is None else surface,
-            proposed=msgspec.UNSET if proposed is None else proposed,
-        )
-
-    async def _append(self, record: AuditRecord, now: datetime) -> None:
+    async def _append(self, record: AuditRecordV2, now: datetime) -> None:
         """Append an outcome record; a failure is logged (the call's answer still goes out).
 
         Its fsync and head follow the answer (`Audit.append`'s `durable`): nothing runs
@@ -468,70 +351,59 @@ class Decider:
             )
 
     async def _finish(
-        self, request: proto.ToolRequest, taint: Label, decided: _Decided
+        self, request: proto.ToolRequest, taint: Label, outcome: Outcome
     ) -> ToolResponse:
+        """Audit the outcome, count its label against the session, and answer it."""
+        outcome = _fitted(outcome, request)
+        status, content, label = answer(outcome)
         response = ToolResponse(
-            call_id=request.call.id,
-            status=decided.status,
-            content=decided.content,
-            label=decided.label,
+            call_id=request.call.id, status=status, content=content, label=label
         )
-        try:
-            proto.encode_frame(response)
-        except proto.FrameTooLarge as exc:
-            too_large = f"the result of {request.call.name} is too large to pass on ({exc})"
-            decided = dataclasses.replace(decided, status="error", content=too_large)
-            response = ToolResponse(
-                call_id=request.call.id, status="error", content=too_large, label=decided.label
-            )
-        reason = decided.reason
-        if reason is None and decided.status != "ok":
-            reason = decided.content[:_MAX_REASON_CHARS]
-        if not decided.unrecorded:
-            now = utc_now()
-            await self._append(
-                self._record(
-                    request,
-                    taint,
-                    now,
-                    arguments=decided.arguments,
-                    grant=decided.grant,
-                    decision=decided.decision,
-                    approval=decided.approval,
-                    label=decided.label,
-                    status=decided.status,
-                    reason=reason,
-                    surface=decided.surface,
-                    proposed=decided.proposed,
-                ),
-                now,
-            )
+        now = utc_now()
+        record = audit_record(outcome, request, taint, now)
+        if record is not None:
+            await self._append(record, now)
         seen = self.returned.get(request.session)
-        self.returned[request.session] = (
-            response.label if seen is None else seen.join(response.label)
-        )
+        self.returned[request.session] = label if seen is None else seen.join(label)
         log.info(
             "%s %r call %r in session %s: %s",
-            decided.decision,
+            "refused" if record is None else record.decision,
             request.call.name,
             request.call.id,
             request.session,
-            decided.status,
+            status,
         )
         return response
 
 
-def _ran(canonical: str, run: _Run, output: RunOutput) -> _Decided:
-    assert output.label is not None  # run_call always labels
-    return _Decided(
-        arguments=canonical,
-        grant=run.grant,
-        decision=run.decision,
-        status=output.status,
-        content=output.content,
-        label=output.label,
-        approval=run.approval,
-        reason=run.reason,
-        surface=run.surface,
-        proposed=run.proposed,
-    )
+def _refusal(canonical: str, refusal: RunOutput, grant: Grant | None) -> Refused | Denied:
+    """A runtime's refusal of a call before it runs: denied (outside a grant), or refused."""
+    if refusal.status == "denied":
+        return Denied(arguments=canonical, why=refusal.content, by=Policy(), grant=grant)
+    return Refused(arguments=canonical, why=refusal.content, grant=grant)
+
+
+def _fitted(outcome: Outcome, request: proto.ToolRequest) -> Outcome:
+    """`outcome`, its text replaced by a sentence saying so if its answer would not fit a frame.
+
+    A result can be that large; a refusal or denial only with an extreme text in it (an
+    owner's reason of a megabyte): it stays a denial.
+    """
+    status, content, label = answer(outcome)
+    try:
+        proto.encode_frame(
+            ToolResponse(call_id=request.call.id, status=status, content=content, label=label)
+        )
+    except proto.FrameTooLarge as exc:
+        too_large = f"the result of {request.call.name} is too large to pass on ({exc})"
+    else:
+        return outcome
+    match outcome:
+        case Ran(output=output):
+            return Ran(outcome.run, dataclasses.replace(output, status="error", content=too_large))
+        case Refused() | Denied():
+            return dataclasses.replace(outcome, why=too_large)
+        case Unrecorded():
+            return outcome
+        case _:
+            assert_never(outcome)

@@ -16,7 +16,7 @@ from typing import cast
 import httpx
 
 from ._grants import Grant
-from ._runtimes import RunOutput
+from ._runtimes import Refusal, RunOutput
 
 __all__ = ["check_url", "host_granted", "http_fetch"]
 
@@ -36,21 +36,27 @@ def host_granted(url: httpx.URL, hosts: frozenset[str]) -> bool:
     return (shown in hosts and port == default) or f"{shown}:{port}" in hosts
 
 
-def check_url(raw: str, hosts: frozenset[str], grant_name: str) -> httpx.URL | RunOutput:
-    """The parsed URL if it may be fetched under the grant, else the refusal."""
+def check_url(raw: str, hosts: frozenset[str], grant_name: str) -> httpx.URL:
+    """The parsed URL, if it may be fetched under the grant.
+
+    Raises:
+        Refusal: it may not (not a URL, not http or https, a host not granted, ...).
+    """
     try:
         url = httpx.URL(raw)
     except (httpx.InvalidURL, ValueError) as exc:
-        return RunOutput("error", f"{raw!r} is not a URL: {exc}")
+        raise Refusal(RunOutput("error", f"{raw!r} is not a URL: {exc}")) from None
     if url.scheme not in DEFAULT_PORTS:
-        return RunOutput("error", f"only http and https URLs are fetched, not {raw!r}")
+        raise Refusal(RunOutput("error", f"only http and https URLs are fetched, not {raw!r}"))
     if not url.raw_host:
-        return RunOutput("error", f"{raw!r} has no host")
+        raise Refusal(RunOutput("error", f"{raw!r} has no host"))
     if url.userinfo:
-        return RunOutput("error", "URLs with a user name or password are not fetched")
+        raise Refusal(RunOutput("error", "URLs with a user name or password are not fetched"))
     if not host_granted(url, hosts):
         where = url.netloc.decode("ascii", "replace")
-        return RunOutput("denied", f"{where} is not among the hosts granted by {grant_name}")
+        raise Refusal(
+            RunOutput("denied", f"{where} is not among the hosts granted by {grant_name}")
+        )
     return url
 
 
@@ -68,10 +74,10 @@ def _is_text(content_type: str | None) -> bool:
 
 async def http_fetch(raw: str, grant: Grant, *, max_bytes: int, max_redirects: int) -> RunOutput:
     """GET `raw` under `grant`; the content is the body as text."""
-    checked = check_url(raw, grant.hosts, grant.name)
-    if isinstance(checked, RunOutput):
-        return checked
-    url = checked
+    try:
+        url = check_url(raw, grant.hosts, grant.name)
+    except Refusal as refusal:
+        return refusal.output
     try:
         async with httpx.AsyncClient(
             follow_redirects=False, trust_env=False, timeout=None
@@ -81,13 +87,14 @@ async def http_fetch(raw: str, grant: Grant, *, max_bytes: int, max_redirects: i
                     if not response.is_redirect:
                         return await _read(url, response, max_bytes)
                     target = url.join(response.headers.get("location", ""))
-                checked = check_url(str(target), grant.hosts, grant.name)
-                if isinstance(checked, RunOutput):
+                try:
+                    url = check_url(str(target), grant.hosts, grant.name)
+                except Refusal as refusal:
+                    refused = refusal.output
                     return RunOutput(
-                        checked.status,
-                        f"{url} redirects to {target}, not followed: {checked.content}",
+                        refused.status,
+                        f"{url} redirects to {target}, not followed: {refused.content}",
                     )
-                url = checked
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         return RunOutput("error", f"cannot fetch {url}: {exc or type(exc).__name__}")
     return RunOutput("error", f"{raw} redirects more than {max_redirects} times; gave up")

@@ -15,18 +15,27 @@ import os
 import stat
 from collections.abc import Callable
 from functools import partial
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import msgspec
 import trio
 
-from proto import Class, HttpFetchArgs, Label, ListDirArgs, ReadFileArgs
+from proto import (
+    Class,
+    HttpFetchArgs,
+    Label,
+    ListDirArgs,
+    MemoryArgs,
+    ReadFileArgs,
+    RecallArgs,
+)
 
 from ._approvals import format_duration
+from ._arguments import OtherArgs
 from ._fetch import check_url, http_fetch
 from ._grants import Grant
 from ._paths import inside
-from ._runtimes import Call, RunOutput
+from ._runtimes import Refusal, RunOutput, RunRequest
 
 __all__ = ["LOCAL_TOOLS", "LocalLimits", "LocalRuntime"]
 
@@ -56,97 +65,123 @@ class LocalRuntime:
     def __init__(self, limits: LocalLimits | None = None) -> None:
         self.limits = limits or LocalLimits()
 
-    async def check(self, call: Call, grant: Grant) -> RunOutput | None:
+    async def check(self, request: RunRequest, grant: Grant) -> RunOutput | None:
         """Refuse what cannot run before the owner is asked: a path or URL outside the grant."""
-        value = call.arguments.value
-        if isinstance(value, ReadFileArgs | ListDirArgs):
-            refusal = await self._in_thread(call.tool, partial(_resolve, value.path, grant))
-            return refusal if isinstance(refusal, RunOutput) else None
-        if isinstance(value, HttpFetchArgs):
-            checked = check_url(value.url, grant.hosts, grant.name)
-            return checked if isinstance(checked, RunOutput) else None
-        return _no_such_tool(call.tool)
+        try:
+            match request.arguments.value:
+                case ReadFileArgs(path=path) | ListDirArgs(path=path):
+                    await self._in_thread(request.tool, partial(_resolve, path, grant))
+                case HttpFetchArgs(url=url):
+                    check_url(url, grant.hosts, grant.name)
+                case other:
+                    _not_local(request.tool, other)
+        except Refusal as refusal:
+            return refusal.output
+        return None
 
-    async def run(self, call: Call, grant: Grant, approval: str | None) -> RunOutput:
+    async def run(self, request: RunRequest, grant: Grant) -> RunOutput:
         """Run the call; every check is made again, now."""
-        value = call.arguments.value
         limits = self.limits
-        if isinstance(value, ReadFileArgs):
-            return await self._in_thread(call.tool, partial(_read_file, value.path, grant, limits))
-        if isinstance(value, ListDirArgs):
-            return await self._in_thread(call.tool, partial(_list_dir, value.path, grant, limits))
-        if isinstance(value, HttpFetchArgs):
-            with trio.move_on_after(limits.fetch_timeout_s):
-                output = await http_fetch(
-                    value.url,
-                    grant,
-                    max_bytes=limits.fetch_max_bytes,
-                    max_redirects=limits.fetch_max_redirects,
-                )
-                return dataclasses.replace(output, label=FETCHED)
-            waited = format_duration(limits.fetch_timeout_s)
-            return RunOutput("error", f"http_fetch gave up after {waited}", FETCHED)
-        return _no_such_tool(call.tool)
+        tool = request.tool
+        try:
+            match request.arguments.value:
+                case ReadFileArgs(path=path):
+                    return await self._in_thread(tool, partial(_read_file, path, grant, limits))
+                case ListDirArgs(path=path):
+                    return await self._in_thread(tool, partial(_list_dir, path, grant, limits))
+                case HttpFetchArgs(url=url):
+                    return await self._fetch(url, grant)
+                case other:
+                    _not_local(tool, other)
+        except Refusal as refusal:
+            return refusal.output
 
-    async def _in_thread(self, tool: str, work: Callable[[], T]) -> T | RunOutput:
+    async def _fetch(self, url: str, grant: Grant) -> RunOutput:
+        limits = self.limits
+        with trio.move_on_after(limits.fetch_timeout_s):
+            output = await http_fetch(
+                url,
+                grant,
+                max_bytes=limits.fetch_max_bytes,
+                max_redirects=limits.fetch_max_redirects,
+            )
+            return dataclasses.replace(output, label=FETCHED)
+        waited = format_duration(limits.fetch_timeout_s)
+        return RunOutput("error", f"http_fetch gave up after {waited}", FETCHED)
+
+    async def _in_thread(self, tool: str, work: Callable[[], T]) -> T:
+        """`work`'s result, from a worker thread; a `Refusal` if it takes too long."""
         with trio.move_on_after(self.limits.file_timeout_s):
             return await trio.to_thread.run_sync(work, abandon_on_cancel=True)
-        return RunOutput(
-            "error", f"{tool} gave up after {format_duration(self.limits.file_timeout_s)}"
+        waited = format_duration(self.limits.file_timeout_s)
+        raise Refusal(RunOutput("error", f"{tool} gave up after {waited}"))
+
+
+def _not_local(tool: str, value: RecallArgs | MemoryArgs | OtherArgs) -> NoReturn:
+    """Refuse a tool the local runtime does not run (a grant of another tool sent here).
+
+    `value`'s type is what the matches above leave: a local tool they miss is a type error.
+    """
+    del value
+    raise Refusal(
+        RunOutput(
+            "error",
+            f"the local runtime has no tool {tool!r} (it runs read_file, list_dir, http_fetch)",
         )
-
-
-def _no_such_tool(tool: str) -> RunOutput:
-    return RunOutput(
-        "error", f"the local runtime has no tool {tool!r} (it runs read_file, list_dir, http_fetch)"
     )
 
 
-def _resolve(path: str, grant: Grant) -> str | RunOutput:
-    """The path with every symlink resolved, if it lies inside the grant's paths."""
+def _resolve(path: str, grant: Grant) -> str:
+    """The path with every symlink resolved, if it lies inside the grant's paths.
+
+    Raises:
+        Refusal: it does not, or cannot be resolved.
+    """
     if "\0" in path:
-        return RunOutput("error", "the path contains a NUL character")
+        raise Refusal(RunOutput("error", "the path contains a NUL character"))
     if not path.startswith("/"):
-        return RunOutput("error", f"the path must be absolute, got {path!r}")
+        raise Refusal(RunOutput("error", f"the path must be absolute, got {path!r}"))
     try:
         real = os.path.realpath(path)
     except OSError as exc:
-        return RunOutput("error", f"cannot resolve {path!r}: {exc.strerror}")
+        raise Refusal(RunOutput("error", f"cannot resolve {path!r}: {exc.strerror}")) from None
     if not inside(real, grant.paths):
-        return RunOutput("denied", f"{path!r} is outside the paths granted by {grant.name}")
+        raise Refusal(RunOutput("denied", f"{path!r} is outside the paths granted by {grant.name}"))
     return real
 
 
-def _open_inside(path: str, grant: Grant, flags: int) -> int | RunOutput:
-    """Open a path inside the grant, or say why not; the caller closes the descriptor."""
+def _open_inside(path: str, grant: Grant, flags: int) -> int:
+    """Open a path inside the grant; the caller closes the descriptor.
+
+    Raises:
+        Refusal: it is outside, or cannot be opened.
+    """
     real = _resolve(path, grant)
-    if isinstance(real, RunOutput):
-        return real
     try:
         fd = os.open(real, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
-        return RunOutput("error", f"no such file or directory: {path!r}")
+        raise Refusal(RunOutput("error", f"no such file or directory: {path!r}")) from None
     except NotADirectoryError:
-        return RunOutput("error", f"{path!r} is not a directory; use read_file")
+        raise Refusal(RunOutput("error", f"{path!r} is not a directory; use read_file")) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return RunOutput("denied", f"{path!r} changed while it was being opened")
-        return RunOutput("error", f"cannot open {path!r}: {exc.strerror}")
+            changed = RunOutput("denied", f"{path!r} changed while it was being opened")
+            raise Refusal(changed) from None
+        raise Refusal(RunOutput("error", f"cannot open {path!r}: {exc.strerror}")) from None
     try:
         opened = os.readlink(f"/proc/self/fd/{fd}")
     except OSError as exc:
         os.close(fd)
-        return RunOutput("error", f"cannot check what {path!r} is: {exc.strerror}")
+        unchecked = RunOutput("error", f"cannot check what {path!r} is: {exc.strerror}")
+        raise Refusal(unchecked) from None
     if not inside(opened, grant.paths):
         os.close(fd)
-        return RunOutput("denied", f"{path!r} is outside the paths granted by {grant.name}")
+        raise Refusal(RunOutput("denied", f"{path!r} is outside the paths granted by {grant.name}"))
     return fd
 
 
 def _read_file(path: str, grant: Grant, limits: LocalLimits) -> RunOutput:
     fd = _open_inside(path, grant, os.O_RDONLY)
-    if isinstance(fd, RunOutput):
-        return fd
     cap = limits.read_max_bytes
     try:
         mode = os.fstat(fd).st_mode
@@ -173,8 +208,6 @@ def _read_file(path: str, grant: Grant, limits: LocalLimits) -> RunOutput:
 
 def _list_dir(path: str, grant: Grant, limits: LocalLimits) -> RunOutput:
     fd = _open_inside(path, grant, os.O_RDONLY | os.O_DIRECTORY)
-    if isinstance(fd, RunOutput):
-        return fd
     lines: list[str] = []
     try:
         with os.scandir(fd) as found:

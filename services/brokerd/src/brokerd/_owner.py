@@ -12,10 +12,6 @@ Invariants:
 
 from __future__ import annotations
 
-import re
-
-import msgspec
-
 import proto
 from proto import PendingApproval, Surface
 
@@ -33,8 +29,6 @@ __all__ = [
 MAX_SURFACE_CHARS = 200
 """How long a Mattermost user name or post id may be (both are 26 characters or so)."""
 
-_EDIT_ID = re.compile(r"ed-[a-z2-7]{6}")
-
 
 class BadSurface(ValueError):
     """A surface brokerd will not record (a name or post id too long to be one)."""
@@ -48,13 +42,13 @@ class RevisionRefused(ValueError):
     code = "revision-refused"
 
 
-def surface_of(claimed: Surface | msgspec.UnsetType, peer_uid: int) -> Surface:
+def surface_of(claimed: Surface | None, peer_uid: int) -> Surface:
     """Where the owner acted: bxctl unless the bridge says Mattermost; the uid is the peer's.
 
     Raises:
         BadSurface: a Mattermost user or post longer than `MAX_SURFACE_CHARS`.
     """
-    if isinstance(claimed, msgspec.UnsetType) or claimed.via == "bxctl":
+    if claimed is None or claimed.via == "bxctl":
         return Surface(via="bxctl", uid=peer_uid)
     for name, value in (("user", claimed.user), ("post", claimed.post)):
         if value is not None and len(value) > MAX_SURFACE_CHARS:
@@ -101,6 +95,6 @@ def check_undoes(undoes: str | None) -> None:
     Raises:
         ArgumentsRefused: it is not.
     """
-    if undoes is not None and _EDIT_ID.fullmatch(undoes) is None:
+    if undoes is not None and proto.EDIT_ID.fullmatch(undoes) is None:
         shown = undoes if len(undoes) <= 64 else undoes[:64] + "…"
         raise ArgumentsRefused(f"{shown!r} is not an edit id (ed- and six characters)")

@@ -12,7 +12,6 @@ import logging
 from functools import partial
 from typing import assert_never
 
-import msgspec
 import trio
 
 import proto
@@ -22,10 +21,12 @@ from proto import (
     ApprovalRevised,
     Approvals,
     ApprovalsList,
+    Approve,
     AuditVerified,
     AuditVerify,
     CallState,
     Connection,
+    Deny,
     Grants,
     GrantsList,
     MemoryEdit,
@@ -84,7 +85,7 @@ class Brokerd:
     def __init__(self, settings: Settings, runtime: Runtime | None = None) -> None:
         self.settings = settings
         self.audit = Audit(settings.audit_dir, settings.audit_key)
-        self.approvals = _approvals.Approvals(settings.approval_timeout_s)
+        self.approvals = _approvals.PendingApprovals(settings.approval_timeout_s)
         self.grants = GrantSet(by_tool={})
         self._runtime = runtime
 
@@ -143,7 +144,7 @@ class Brokerd:
                         "audit-unreadable", f"the audit log cannot be read: {exc}"
                     ) from None
             case ToolRequest():
-                return await self.decider.decide(request, conn)
+                return await self.decider.answer_call(request, conn)
             case _:
                 assert_never(request)
 
@@ -158,7 +159,7 @@ class Brokerd:
                 shown, more = _approvals.page(pending)
                 return Approvals(pending=shown, more=more)
             case ApprovalDecide():
-                self._decide(request, conn.peer_uid)
+                self._settle_by_owner(request, conn.peer_uid)
                 return Ok()
             case ApprovalRevise():
                 try:
@@ -189,8 +190,8 @@ class Brokerd:
             case _:
                 assert_never(request)
 
-    def _decide(self, request: ApprovalDecide, peer_uid: int) -> None:
-        """Settle an approval with the owner's decision, version and surface.
+    def _settle_by_owner(self, request: ApprovalDecide, peer_uid: int) -> None:
+        """Settle an approval with the owner's verdict (in their version) and surface.
 
         No checkpoint between looking the approval up and settling it: the version checked
         is checked against the call that runs.
@@ -198,20 +199,15 @@ class Brokerd:
         try:
             surface = surface_of(request.surface, peer_uid)
             pending = self.approvals.get(request.id)
-            version = None
-            if not isinstance(request.arguments, msgspec.UnsetType):
-                if not request.approve:
-                    raise ServiceError(
-                        "bad-request",
-                        "arguments go with an approval only: a denied call runs in no version",
-                    )
-                version = revise(pending, request.arguments)
-            self.approvals.decide(
-                request.id,
-                approve=request.approve,
-                reason=request.reason,
-                arguments=version,
-                surface=surface,
-            )
+            answer: _approvals.OwnerApproves | _approvals.OwnerDenies
+            match request.verdict:
+                case Approve(version=version, note=note):
+                    mine = None if version is None else revise(pending, version)
+                    answer = _approvals.OwnerApproves(surface=surface, version=mine, note=note)
+                case Deny(reason=reason):
+                    answer = _approvals.OwnerDenies(surface=surface, reason=reason)
+                case _:
+                    assert_never(request.verdict)
+            self.approvals.settle_by_owner(request.id, answer)
         except _OWNER_REFUSALS as exc:
             raise ServiceError(exc.code, str(exc)) from None

@@ -286,9 +286,6 @@ async def _broker(session: Session, call: ToolCall, ctx: TurnContext, emit: Emit
     )
 
 
-NOT_DECIDED = "the owner did not decide before boxmaker stopped; the call did not run"
-
-
 async def _ask_broker(
     socket: Path, request: ToolRequest, emit: Emit, shutdown: trio.Event
 ) -> ToolOutcome:
@@ -305,7 +302,7 @@ async def _ask_broker(
             outcome = await _converse(socket, request, emit, asked)
             watching.cancel_scope.cancel()
     if outcome is None:
-        return ToolOutcome("denied", NOT_DECIDED)
+        return ToolOutcome("denied", proto.NOT_DECIDED)
     return outcome
 
 

@@ -28,6 +28,8 @@ from proto import (
     ApprovalRevised,
     Approvals,
     ApprovalsList,
+    Approve,
+    Deny,
     Ok,
     PendingApproval,
     Surface,
@@ -213,20 +215,17 @@ class ApprovalPoster:
     ) -> None:
         surface = Surface(via="mattermost", user=self.s.owner_name, post=post)
         reason: str | None
+        verdict: Approve | Deny
         match answer:
             case OwnerApproves():
                 approve, reason = True, None
+                verdict = Approve(version=None if isinstance(revised, UnsetType) else revised)
             case OwnerDenies(reason=reason):
                 approve = False
+                verdict = Deny(reason=reason)
             case _:
                 assert_never(answer)
-        request = ApprovalDecide(
-            id=approval.id,
-            approve=approve,
-            reason=reason,
-            surface=surface,
-            **({"arguments": revised} if revised is not UNSET and approve else {}),
-        )
+        request = ApprovalDecide.deciding(approval.id, verdict, surface=surface)
         try:
             await proto.call(self.s.broker_socket, request, Ok, deadline_s=self.s.call_timeout_s)
         except proto.RemoteError as exc:

@@ -57,7 +57,8 @@ class EditApplier:
             args = proto.parse_memory_args(request.call.arguments)
         except proto.ToolArgsError as exc:
             return _response(request, "error", f"{exc}; nothing was changed")
-        if request.approval is None:
+        authority = request.authority
+        if authority is None:
             return _response(
                 request,
                 "error",
@@ -65,16 +66,15 @@ class EditApplier:
                 "nothing was changed",
             )
         async with self._lock:
-            refusal = await trio.to_thread.run_sync(self._check_approval, request)
+            refusal = await trio.to_thread.run_sync(self._check_approval, request, authority)
             if refusal is not None:
                 return _response(request, "error", f"{refusal}; nothing was changed")
             # Not cancellable once started: a half-applied edit is worse than a late reply.
-            return await trio.to_thread.run_sync(self.apply_now, request, args)
+            return await trio.to_thread.run_sync(self.apply_now, request, authority, args)
 
-    def _check_approval(self, request: ToolRequest) -> str | None:
+    def _check_approval(self, request: ToolRequest, authority: proto.Authority) -> str | None:
         """Why the call's approval cannot be trusted, or None; a trusted one is used up."""
-        approval = request.approval
-        assert approval is not None
+        approval = authority.approval
         expected = proto.approval_token(
             self._key,
             approval=approval,
@@ -83,12 +83,8 @@ class EditApplier:
             tool=request.call.name,
             arguments=request.call.arguments,
         )
-        if request.token is None or not hmac.compare_digest(expected, request.token):
-            why = (
-                "carries no token"
-                if request.token is None
-                else "has a token that is not brokerd's for this exact call"
-            )
+        if not hmac.compare_digest(expected, authority.token):
+            why = "has a token that is not brokerd's for this exact call"
             log.warning(
                 "refused memory call %r in session %s: approval %r %s",
                 request.call.id,
@@ -114,8 +110,10 @@ class EditApplier:
         self._used.add(approval)
         return None
 
-    def apply_now(self, request: ToolRequest, args: MemoryArgs) -> ToolResponse:
-        """Apply one parsed edit, blocking; the caller holds the one-writer lock."""
+    def apply_now(
+        self, request: ToolRequest, authority: proto.Authority, args: MemoryArgs
+    ) -> ToolResponse:
+        """Apply one parsed edit the owner decided, blocking; the caller holds the writer lock."""
         now = proto.utc_now()
         name = entries.file_name(args.file)
         try:
@@ -149,7 +147,7 @@ class EditApplier:
             time=proto.utc_stamp(now),
             session=request.session,
             call=request.call.id,
-            approval=request.approval,
+            approval=authority.approval,
             action=args.action,
             file=name,
             before=list(current),
@@ -157,7 +155,7 @@ class EditApplier:
             moved=list(outcome.moved),
             arguments=request.call.arguments,
             taint=request.taint,
-            decided=None if isinstance(request.decided, msgspec.UnsetType) else request.decided,
+            decided=authority.decided,
         )
         try:
             self._memory.append_journal(_encoder.encode(record).decode(), now)

@@ -34,7 +34,9 @@ import proto
 from proto import (
     ApprovalDecide,
     ApprovalPending,
+    Approve,
     AssistantText,
+    Deny,
     ModelInfo,
     ModelInfoReply,
     Ok,
@@ -231,7 +233,7 @@ def edit_in_editor(arguments: str) -> str | None:
     return saved
 
 
-async def _decide(
+async def _send_decision(
     home: Path,
     approval: PendingApproval,
     answer: str,
@@ -247,11 +249,11 @@ async def _decide(
         )
         return
     approve, reason = decision(answer)
-    request = ApprovalDecide(id=approval.id, approve=approve, reason=reason)
+    verdict: Approve | Deny = Approve() if approve else Deny(reason=reason)
+    request = ApprovalDecide.deciding(approval.id, verdict)
     if arguments is not None:
-        request = ApprovalDecide(
-            id=approval.id, approve=True, arguments=arguments, surface=proto.Surface(via="bxctl")
-        )
+        mine = Approve(version=arguments)
+        request = ApprovalDecide.deciding(approval.id, mine, surface=proto.Surface(via="bxctl"))
     try:
         path = Sockets(home).path(proto.OWNER_BROKER)
         await trio.to_thread.run_sync(ask, path, proto.OWNER_BROKER, request, Ok)
@@ -457,7 +459,7 @@ class _Conversation:
                     self.turn.cancel()
                 return
             if answer.strip().lower() not in ("e", "edit"):
-                await _decide(self.home, approval, answer, out)
+                await _send_decision(self.home, approval, answer, out)
                 return
             try:
                 arguments = await self.edit(approval)
@@ -466,7 +468,7 @@ class _Conversation:
             if arguments is None:
                 out.line("  edit cancelled; the call still waits for your answer")
                 continue
-            await _decide(self.home, approval, "y", out, arguments=arguments)
+            await _send_decision(self.home, approval, "y", out, arguments=arguments)
             return
 
     async def edit(self, approval: PendingApproval) -> str | None:

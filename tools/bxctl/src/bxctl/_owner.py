@@ -19,9 +19,11 @@ from proto import (
     ApprovalDecide,
     Approvals,
     ApprovalsList,
+    Approve,
     AuditRecord,
     AuditVerified,
     AuditVerify,
+    Deny,
     Grants,
     GrantsList,
     HandChange,
@@ -94,7 +96,8 @@ def approvals_list(home: Path, *, as_json: bool) -> int:
 def approvals_decide(home: Path, approval: str, *, approve: bool, reason: str | None) -> int:
     """Approve or deny one pending approval."""
     path = Sockets(home).path(proto.OWNER_BROKER)
-    ask(path, proto.OWNER_BROKER, ApprovalDecide(id=approval, approve=approve, reason=reason), Ok)
+    verdict: Approve | Deny = Approve(note=reason) if approve else Deny(reason=reason)
+    ask(path, proto.OWNER_BROKER, ApprovalDecide.deciding(approval, verdict), Ok)
     print(f"{'approved' if approve else 'denied'} {inline(approval)}")
     return 0
 
@@ -136,8 +139,8 @@ def approve_with_text(home: Path, approval: str, text: str) -> int:
             f"no approval {inline(approval)} is pending; `bxctl approvals list` shows them"
         )
     arguments = with_text(found[0], text)
-    request = ApprovalDecide(
-        id=approval, approve=True, arguments=arguments, surface=proto.Surface(via="bxctl")
+    request = ApprovalDecide.deciding(
+        approval, Approve(version=arguments), surface=proto.Surface(via="bxctl")
     )
     ask(Sockets(home).path(proto.OWNER_BROKER), proto.OWNER_BROKER, request, Ok)
     print(f"approved {inline(approval)} with your text:")
