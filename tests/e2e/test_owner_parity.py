@@ -166,5 +166,5 @@ async def test_one_table_of_commands_means_the_same_on_both_surfaces(
             there.journal,
         ), step
     final = by_terminal[-1]
-    assert final.memory == "Owner drinks green tea on Sundays.\n§\nOwner drinks tea."
+    assert final.memory == "Owner drinks tea.\n§\nOwner drinks green tea on Sundays."
     assert final.user == ""
