@@ -64,37 +64,6 @@ def post(**fields: Any) -> Post:
     return Post(**values)
 
 
-def test_only_the_owners_own_post_is_a_command_or_an_edit(tmp_path: Path) -> None:
-    ledger = Ledger(StateStore(tmp_path / "state.json"))
-    ledger.load()
-    ledger.state.horizon = 0
-    ledger.approval_opened(
-        OpenApproval(
-            id="ap-k3f9xy",
-            session=session_of(ROOT),
-            call_id="c1",
-            channel_id=DM,
-            root_id=ROOT,
-            message="boxmaker asks",
-        )
-    )
-    board = Board(ledger)
-    inbox = Inbox(owner_id=OWNER, bot_id="b" * 26, channels=frozenset({DM}))
-    mine = inbox.post(post(message="!remember tea"), ledger.state, board)
-    assert mine == Command(entries.Remember("tea"), post(message="!remember tea"))
-    theirs = inbox.post(post(message="!remember tea", user_id=STRANGER), ledger.state, board)
-    assert isinstance(theirs, Stranger)
-    hooked = inbox.post(
-        post(message="!undo --yes", props={"from_webhook": "true"}), ledger.state, board
-    )
-    assert not isinstance(hooked, Command)
-    revised = inbox.post(post(message="edit 9xy: green tea"), ledger.state, board)
-    assert revised == Revises("ap-k3f9xy", "green tea", post(message="edit 9xy: green tea"))
-    escaped = inbox.post(post(message="!!remember is a verb"), ledger.state, board)
-    assert isinstance(escaped, ForSession)
-    assert escaped.inflight.text == "!remember is a verb"
-
-
 def card(ident: str = "cf-abc7m2", post_id: str = "c" * 26) -> OpenConfirmation:
     proposal = entries.Proposal(edit=proto.MemoryRemove(file="memory", old="Owner drinks tea."))
     return OpenConfirmation(
@@ -120,6 +89,25 @@ def waiting(tmp_path: Path, *cards: OpenConfirmation, approval: bool = False) ->
             )
         )
     return ledger
+
+
+def test_only_the_owners_own_post_is_a_command_or_an_edit(tmp_path: Path) -> None:
+    ledger = waiting(tmp_path, approval=True)
+    board = Board(ledger)
+    inbox = Inbox(owner_id=OWNER, bot_id="b" * 26, channels=frozenset({DM}))
+    mine = inbox.post(post(message="!remember tea"), ledger.state, board)
+    assert mine == Command(entries.Remember("tea"), post(message="!remember tea"))
+    theirs = inbox.post(post(message="!remember tea", user_id=STRANGER), ledger.state, board)
+    assert isinstance(theirs, Stranger)
+    hooked = inbox.post(
+        post(message="!undo --yes", props={"from_webhook": "true"}), ledger.state, board
+    )
+    assert not isinstance(hooked, Command)
+    revised = inbox.post(post(message="edit 9xy: green tea"), ledger.state, board)
+    assert revised == Revises("ap-k3f9xy", "green tea", post(message="edit 9xy: green tea"))
+    escaped = inbox.post(post(message="!!remember is a verb"), ledger.state, board)
+    assert isinstance(escaped, ForSession)
+    assert escaped.inflight.text == "!remember is a verb"
 
 
 Expect = Callable[[Post], object]

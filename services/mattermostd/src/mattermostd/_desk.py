@@ -105,12 +105,11 @@ class Desk:
         self.ledger.confirmation_post(card, posted.id)
 
     async def _answer(self, command: DeskCommand, post: Post) -> str | entries.Confirm:
-        help_text = entries.to_markdown(entries.Answer((entries.Table(_help()),)))
         match command:
             case entries.NotACommand(word=word):
-                return f"There is no command {proto.code_span('!' + word)}.\n\n{help_text}"
+                return f"There is no command {proto.code_span('!' + word)}.\n\n{_help()}"
             case entries.Usage(problem=problem):
-                return f"{_sentence(problem)}\n\n{help_text}"
+                return f"{_sentence(problem)}\n\n{_help()}"
             case _:
                 surface = Surface(via="mattermost", user=self.s.owner_name, post=post.id)
                 session = session_of(post.root_id or post.id)
@@ -148,8 +147,8 @@ class Desk:
             return result
 
 
-def _help() -> tuple[tuple[str, str], ...]:
-    return tuple(entries.help_rows("!"))
+def _help() -> str:
+    return entries.to_markdown(entries.Answer((entries.Table(tuple(entries.help_rows("!"))),)))
 
 
 def _sentence(text: str) -> str:
