@@ -151,6 +151,13 @@ JOURNAL = APPLIED | st.builds(
 )
 EDITS = st.builds(proto.HistoryEdit, id=st.text(), line=JOURNAL)
 MEMORY_ARGS = st.builds(proto.MemoryAdd, file=st.sampled_from(["memory", "user"]), text=st.text())
+HOLDINGS = st.builds(
+    proto.Holding,
+    store=st.text(),
+    count=st.integers(min_value=0),
+    unit=st.text(),
+    names=st.lists(st.text(), max_size=2),
+)
 PARTS = st.text(min_size=1, max_size=proto.MAX_PART_CHARS)
 
 EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
@@ -257,6 +264,24 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
             max_size=2,
         ),
     ),
+    **{
+        kind: st.builds(
+            kind,
+            holdings=st.lists(HOLDINGS, max_size=3),
+            **({"plan": st.text()} if "plan" in kind.__struct_fields__ else {}),
+        )
+        for kind in (proto.ForgetPrepared, proto.ForgetApplied)
+    },
+    proto.ForgetLooked: st.builds(proto.ForgetLooked, holdings=st.lists(HOLDINGS, max_size=3)),
+    proto.ForgetPreviewed: st.builds(
+        proto.ForgetPreviewed, holdings=st.lists(HOLDINGS, max_size=3)
+    ),
+    proto.Forgotten: st.builds(
+        proto.Forgotten, plan=st.text(), holdings=st.lists(HOLDINGS, max_size=3)
+    ),
+    proto.Forget: st.builds(
+        proto.Forget, text=st.text(), surface=SURFACES, session=st.none() | SESSION_IDS
+    ),
     # JSON schemas: plain JSON values only (from_type would try any Python object).
     BaselinePreviewReply: st.builds(
         BaselinePreviewReply,
@@ -277,7 +302,7 @@ def strategy_for(cls: type[Message]) -> st.SearchStrategy[Message]:
 
 def test_explicit_strategies_name_real_kinds() -> None:
     assert set(EXPLICIT) <= set(KINDS)
-    assert len(KINDS) == 47
+    assert len(KINDS) == 58
 
 
 # -- round trip ---------------------------------------------------------------------------

@@ -64,8 +64,9 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         "memoryd",
         "brokerd",
         "run/broker-memory/memory.sock",
-        {"tool_request"},
-        {"tool_response", "error"},
+        # forget_*: ours, not §3 (issue 31): each role forgets in its own store
+        {"tool_request", "forget_look", "forget_prepare", "forget_apply", "forget_abort"},
+        {"tool_response", "forget_looked", "forget_prepared", "forget_applied", "ok", "error"},
     ),
     "owner-memory": (
         "memoryd",
@@ -115,6 +116,8 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
             "memory_edit",
             "grants_list",
             "audit_verify",
+            "forget_preview",  # ours (issue 31)
+            "forget",
         },
         {
             "approvals",
@@ -123,6 +126,8 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
             "tool_response",
             "grants",
             "audit_verified",
+            "forget_previewed",
+            "forgotten",
             "error",
         },
     ),
@@ -142,6 +147,14 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
             "model_info_reply",
             "error",
         },
+    ),
+    # ours, not §3 (issue 31): brokerd asks loopd for its part of a forget
+    "broker-loop": (
+        "loopd",
+        "brokerd",
+        "run/broker-loop/loop.sock",
+        {"forget_look", "forget_prepare", "forget_apply", "forget_abort"},
+        {"forget_looked", "forget_prepared", "forget_applied", "ok", "error"},
     ),
 }
 
@@ -193,6 +206,17 @@ ALL_TAGS = {
     "undo_planned",
     "undo_hand_change",
     "no_such_edit",
+    "forget_look",
+    "forget_looked",
+    "forget_prepare",
+    "forget_prepared",
+    "forget_apply",
+    "forget_applied",
+    "forget_abort",
+    "forget_preview",
+    "forget_previewed",
+    "forget",
+    "forgotten",
 }
 
 # The wire fields of every kind besides `kind` (ARCHITECTURE §3, spec §7).
@@ -228,6 +252,17 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "undo_planned": {"id", "edit", "undo"},
     "undo_hand_change": {"id", "change"},
     "no_such_edit": {"edit"},
+    "forget_look": {"text"},
+    "forget_looked": {"holdings", "entries", "near"},
+    "forget_prepare": {"plan", "text"},
+    "forget_prepared": {"plan", "holdings"},
+    "forget_apply": {"plan", "text"},
+    "forget_applied": {"plan", "holdings", "conflicts"},
+    "forget_abort": {"plan"},
+    "forget_preview": {"text"},
+    "forget_previewed": {"holdings", "entries", "near"},
+    "forget": {"text", "surface", "session"},
+    "forgotten": {"plan", "holdings", "pending", "conflicts"},
     "grants_list": set(),
     "grants": {"grants", "problems"},
     "audit_verify": set(),
@@ -253,7 +288,7 @@ def wire_names(cls: type[msgspec.Struct]) -> set[str]:
     return {field.encode_name for field in msgspec.structs.fields(cls)}
 
 
-def test_the_sockets_are_the_six_of_architecture() -> None:
+def test_the_sockets_are_the_six_of_architecture_and_our_seventh() -> None:
     assert [socket.name for socket in SOCKETS] == list(GOLDEN)
 
 
@@ -361,6 +396,12 @@ REQUEST_EXAMPLES: list[Message] = [
     proto.UndoPlan(),
     MemoryEdit(arguments="{}", surface=Surface(via="bxctl")),
     ApprovalRevise(id="ap-abcdef", arguments="{}"),
+    proto.ForgetLook(text="zebra"),
+    proto.ForgetPrepare(plan="fg-abcdef", text="zebra"),
+    proto.ForgetApply(plan="fg-abcdef"),
+    proto.ForgetAbort(plan="fg-abcdef"),
+    proto.ForgetPreview(text="zebra"),
+    proto.Forget(text="zebra", surface=Surface(via="bxctl")),
 ]
 
 

@@ -123,6 +123,13 @@ class BrokerdApprovals(ConfigSection, frozen=True, kw_only=True):
     timeout_s: PositiveSeconds = 900.0
 
 
+class BrokerdLoop(ConfigSection, frozen=True, kw_only=True):
+    """`[loop]`: loopd's broker socket, where a forget asks loopd for its part."""
+
+    socket: str | None = None
+    call_timeout_s: PositiveSeconds = 120.0
+
+
 class BrokerdSockets(ConfigSection, frozen=True, kw_only=True):
     """`[sockets]`: socket paths; defaults under `{home}/run/` (ARCHITECTURE §2)."""
 
@@ -151,6 +158,7 @@ class BrokerdConfig(ConfigSection, frozen=True, kw_only=True):
 
     paths: PathsSection = msgspec.field(default_factory=PathsSection)
     memory: BrokerdMemory = msgspec.field(default_factory=BrokerdMemory)
+    loop: BrokerdLoop = msgspec.field(default_factory=BrokerdLoop)
     runtime: BrokerdRuntime = msgspec.field(default_factory=BrokerdRuntime)
     approvals: BrokerdApprovals = msgspec.field(default_factory=BrokerdApprovals)
     sockets: BrokerdSockets = msgspec.field(default_factory=BrokerdSockets)
@@ -205,17 +213,19 @@ class LoopdPrompt(ConfigSection, frozen=True, kw_only=True):
 
 
 class LoopdSockets(ConfigSection, frozen=True, kw_only=True):
-    """`[sockets]`: the chat socket loopd serves."""
+    """`[sockets]`: the sockets loopd serves: the owner's chat, and brokerd's (forget)."""
 
     chat: str | None = None
+    broker: str | None = None
     read_timeout_s: PositiveSeconds = 10.0
     drain_s: PositiveSeconds = DEFAULT_DRAIN_S
 
 
 class LoopdPeers(ConfigSection, frozen=True, kw_only=True):
-    """`[peers]`: the users allowed on the chat socket besides loopd's own (and root)."""
+    """`[peers]`: the users allowed on each socket besides loopd's own (and root)."""
 
     chat: list[str] = msgspec.field(default_factory=list)
+    broker: list[str] = msgspec.field(default_factory=list)
 
 
 class LoopdConfig(ConfigSection, frozen=True, kw_only=True):

@@ -46,12 +46,25 @@ __all__ = [
     "Deny",
     "EntryPart",
     "Error",
+    "Forget",
+    "ForgetAbort",
+    "ForgetApplied",
+    "ForgetApply",
+    "ForgetEntry",
+    "ForgetLook",
+    "ForgetLooked",
+    "ForgetPrepare",
+    "ForgetPrepared",
+    "ForgetPreview",
+    "ForgetPreviewed",
+    "Forgotten",
     "FoundEntry",
     "GrantInfo",
     "GrantProblem",
     "Grants",
     "GrantsList",
     "HistoryEdit",
+    "Holding",
     "MemoryAmbiguous",
     "MemoryBlock",
     "MemoryBlockReply",
@@ -561,6 +574,124 @@ class AuditVerified(Message, frozen=True, kw_only=True, tag="audit_verified"):
     broken_at: str | None = None
 
 
+# -- forget (owner-broker; broker-memory and broker-loop) -------------------------------
+
+
+class Holding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How much of one store holds a text to forget: `count` `unit` (no text)."""
+
+    store: str
+    """"journal", "recall log", "index", "sessions", "baselines", "audit", ..."""
+    count: Annotated[int, msgspec.Meta(ge=0)]
+    unit: str
+    names: list[str] = msgspec.field(default_factory=list)
+    """What it names, where that helps the owner: the sessions that hold it."""
+
+
+class ForgetEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """An entry of memory.md, user.md or archive.md that a forget removes whole."""
+
+    file: Literal["memory", "user", "archive"]
+    entry: str
+
+
+class ForgetLook(Message, frozen=True, kw_only=True, tag="forget_look"):
+    """What of this role's stores holds `text` (broker-memory, broker-loop): writes nothing."""
+
+    text: str
+
+
+class ForgetLooked(Message, frozen=True, kw_only=True, tag="forget_looked", omit_defaults=True):
+    """This role's part of a preview.
+
+    Its holdings, the entries a forget removes whole, and up to 10 near matches (records
+    with every word of the text but not the text).
+    """
+
+    holdings: list[Holding]
+    entries: list[ForgetEntry] = msgspec.field(default_factory=list)
+    near: list[str] = msgspec.field(default_factory=list)
+
+
+class ForgetPrepare(Message, frozen=True, kw_only=True, tag="forget_prepare"):
+    """Write this role's plan for forgetting `text` (no text in it); change nothing yet."""
+
+    plan: str
+    text: str
+
+
+class ForgetPrepared(Message, frozen=True, kw_only=True, tag="forget_prepared"):
+    """The plan is written; what it will change."""
+
+    plan: str
+    holdings: list[Holding]
+
+
+class ForgetApply(Message, frozen=True, kw_only=True, tag="forget_apply", omit_defaults=True):
+    """The forget is decided: apply the plan, verify, delete it.
+
+    `text` is given on the first try, so copies written since the plan was made (a turn
+    that ended meanwhile) are planned and taken out too; a retry after a crash has none
+    and finishes from the plan alone. A plan already finished answers `forget_applied`.
+    """
+
+    plan: str
+    text: str | None = None
+
+
+class ForgetApplied(Message, frozen=True, kw_only=True, tag="forget_applied", omit_defaults=True):
+    """The plan is applied, verified and deleted.
+
+    `conflicts` are places found changed since the plan was made (left, reported).
+    """
+
+    plan: str
+    holdings: list[Holding] = msgspec.field(default_factory=list)
+    conflicts: list[str] = msgspec.field(default_factory=list)
+
+
+class ForgetAbort(Message, frozen=True, kw_only=True, tag="forget_abort"):
+    """The forget was not decided (a role failed to prepare): delete an uncommitted plan."""
+
+    plan: str
+
+
+class ForgetPreview(Message, frozen=True, kw_only=True, tag="forget_preview"):
+    """What a forget of `text` would change, store by store (owner-broker): writes nothing."""
+
+    text: str
+
+
+class ForgetPreviewed(
+    Message, frozen=True, kw_only=True, tag="forget_previewed", omit_defaults=True
+):
+    """The preview: memoryd's, loopd's and brokerd's holdings together."""
+
+    holdings: list[Holding]
+    entries: list[ForgetEntry] = msgspec.field(default_factory=list)
+    near: list[str] = msgspec.field(default_factory=list)
+
+
+class Forget(Message, frozen=True, kw_only=True, tag="forget", omit_defaults=True):
+    """The owner's forget of `text`, after its preview (owner-broker): cannot be undone."""
+
+    text: str
+    surface: Surface
+    session: SessionId | None = None
+
+
+class Forgotten(Message, frozen=True, kw_only=True, tag="forgotten", omit_defaults=True):
+    """The forget is done, or decided and finishing by itself.
+
+    `pending` names the roles whose part will be finished once they answer again.
+    """
+
+    plan: str
+    holdings: list[Holding]
+    pending: list[str] = msgspec.field(default_factory=list)
+    conflicts: list[str] = msgspec.field(default_factory=list)
+
+
 # -- owner-loop ------------------------------------------------------------------------
 
 
@@ -715,5 +846,16 @@ AllMessages = (
     | BaselinePreviewReply
     | ModelInfo
     | ModelInfoReply
+    | ForgetLook
+    | ForgetLooked
+    | ForgetPrepare
+    | ForgetPrepared
+    | ForgetApply
+    | ForgetApplied
+    | ForgetAbort
+    | ForgetPreview
+    | ForgetPreviewed
+    | Forget
+    | Forgotten
 )
 """Every kind; the codec decodes against this union and the socket checks the kind."""

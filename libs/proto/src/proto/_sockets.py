@@ -21,6 +21,17 @@ from ._messages import (
     CallState,
     CallStateReply,
     Error,
+    Forget,
+    ForgetAbort,
+    ForgetApplied,
+    ForgetApply,
+    ForgetLook,
+    ForgetLooked,
+    ForgetPrepare,
+    ForgetPrepared,
+    ForgetPreview,
+    ForgetPreviewed,
+    Forgotten,
     Grants,
     GrantsList,
     MemoryAmbiguous,
@@ -58,6 +69,7 @@ from ._messages import (
 )
 
 __all__ = [
+    "BROKER_LOOP",
     "BROKER_MEMORY",
     "LOOP_BROKER",
     "LOOP_MEMORY",
@@ -66,6 +78,7 @@ __all__ = [
     "OWNER_LOOP",
     "OWNER_MEMORY",
     "SOCKETS",
+    "BrokerLoopRequest",
     "BrokerMemoryRequest",
     "LoopBrokerRequest",
     "LoopMemoryRequest",
@@ -82,13 +95,22 @@ MAX_SOCKET_PATH_BYTES = 107
 R = TypeVar("R", bound=Message, covariant=True)
 
 LoopMemoryRequest = MemoryBlock | SessionUpdated
-BrokerMemoryRequest = ToolRequest
+ForgetRequest = ForgetLook | ForgetPrepare | ForgetApply | ForgetAbort
+BrokerMemoryRequest = ToolRequest | ForgetRequest
+BrokerLoopRequest = ForgetRequest
 OwnerMemoryRequest = (
     Reindex | RecallQuery | MemoryHistory | MemoryWhy | MemoryFind | UndoPlan | MemoryBlock
 )
 LoopBrokerRequest = ToolRequest | CallState
 OwnerBrokerRequest = (
-    ApprovalsList | ApprovalDecide | ApprovalRevise | MemoryEdit | GrantsList | AuditVerify
+    ApprovalsList
+    | ApprovalDecide
+    | ApprovalRevise
+    | MemoryEdit
+    | GrantsList
+    | AuditVerify
+    | ForgetPreview
+    | Forget
 )
 OwnerLoopRequest = SessionOpen | Say | TurnFollow | BaselinePreview | ModelInfo
 """Each socket's requests as a union: a handler typed with one matches on its kinds and
@@ -128,8 +150,16 @@ BROKER_MEMORY: Socket[BrokerMemoryRequest] = Socket(
     "memoryd",
     "brokerd",
     "run/broker-memory/memory.sock",
-    (ToolRequest,),
-    (ToolResponse, Error),
+    (ToolRequest, ForgetLook, ForgetPrepare, ForgetApply, ForgetAbort),
+    (ToolResponse, ForgetLooked, ForgetPrepared, ForgetApplied, Ok, Error),
+)
+BROKER_LOOP: Socket[BrokerLoopRequest] = Socket(
+    "broker-loop",
+    "loopd",
+    "brokerd",
+    "run/broker-loop/loop.sock",
+    (ForgetLook, ForgetPrepare, ForgetApply, ForgetAbort),
+    (ForgetLooked, ForgetPrepared, ForgetApplied, Ok, Error),
 )
 OWNER_MEMORY: Socket[OwnerMemoryRequest] = Socket(
     "owner-memory",
@@ -165,8 +195,27 @@ OWNER_BROKER: Socket[OwnerBrokerRequest] = Socket(
     "brokerd",
     "bxctl",
     "run/owner-broker/admin.sock",
-    (ApprovalsList, ApprovalDecide, ApprovalRevise, MemoryEdit, GrantsList, AuditVerify),
-    (Approvals, Ok, ApprovalRevised, ToolResponse, Grants, AuditVerified, Error),
+    (
+        ApprovalsList,
+        ApprovalDecide,
+        ApprovalRevise,
+        MemoryEdit,
+        GrantsList,
+        AuditVerify,
+        ForgetPreview,
+        Forget,
+    ),
+    (
+        Approvals,
+        Ok,
+        ApprovalRevised,
+        ToolResponse,
+        Grants,
+        AuditVerified,
+        ForgetPreviewed,
+        Forgotten,
+        Error,
+    ),
 )
 OWNER_LOOP: Socket[OwnerLoopRequest] = Socket(
     "owner-loop",
@@ -187,4 +236,12 @@ OWNER_LOOP: Socket[OwnerLoopRequest] = Socket(
     ),
 )
 
-SOCKETS = (LOOP_MEMORY, BROKER_MEMORY, OWNER_MEMORY, LOOP_BROKER, OWNER_BROKER, OWNER_LOOP)
+SOCKETS = (
+    LOOP_MEMORY,
+    BROKER_MEMORY,
+    OWNER_MEMORY,
+    LOOP_BROKER,
+    OWNER_BROKER,
+    OWNER_LOOP,
+    BROKER_LOOP,
+)
