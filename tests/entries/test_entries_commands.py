@@ -10,12 +10,12 @@ import entries
 import proto
 from entries import (
     COMMANDS,
-    Forget,
     ForModel,
     Help,
     NotACommand,
     Parsed,
     Remember,
+    Remove,
     ShowMemory,
     Sigil,
     Undo,
@@ -39,9 +39,9 @@ SIGILS: list[Sigil] = ["/", "!"]
         ("{s}remember --memory likes tea", Remember("likes tea", "memory")),
         ("{s}remember -- --yes is a flag", Remember("--yes is a flag", "memory")),
         ("{s}remember a\nsecond line", Remember("a\nsecond line", "memory")),
-        ("{s}forget tea", Forget("tea")),
-        ("{s}forget --user tea", Forget("tea", "user")),
-        ("{s}forget --yes --memory tea", Forget("tea", "memory", confirmed=True)),
+        ("{s}remove tea", Remove("tea")),
+        ("{s}remove --user tea", Remove("tea", "user")),
+        ("{s}remove --yes --memory tea", Remove("tea", "memory", confirmed=True)),
         ("{s}why tea time", Why("tea time")),
         ("{s}undo", Undo()),
         ("{s}undo ed-abc234", Undo("ed-abc234")),
@@ -73,8 +73,8 @@ def test_a_line_means_the_same_with_either_sigil(sigil: Sigil, line: str, parsed
         ("{s}remember", "say what to remember"),
         ("{s}remember --user", "say what to remember"),
         ("{s}remember --yes tea", "takes `--memory` and `--user`, not `--yes`"),
-        ("{s}forget --user --memory tea", "one of --user and --memory, not both"),
-        ("{s}forget", "say which entry"),
+        ("{s}remove --user --memory tea", "one of --user and --memory, not both"),
+        ("{s}remove", "say which entry"),
         ("{s}why", "say which entry"),
         ("{s}why --user tea", "takes no options, not `--user`"),
         ("{s}undo ed-abc123", "takes an edit id like"),  # 1 is not base32
@@ -89,7 +89,7 @@ def test_a_command_that_cannot_run_says_why(sigil: Sigil, line: str, says: str) 
 
 
 def test_a_part_longer_than_any_entry_can_hold_is_refused_whole_not_cut() -> None:
-    parsed = parse_command("/forget " + "x" * (proto.MAX_PART_CHARS + 1), "/")
+    parsed = parse_command("/remove " + "x" * (proto.MAX_PART_CHARS + 1), "/")
     assert parsed == Usage("name the entry by at most 2,000 characters of it; that part is 2,001")
     assert parse_command("/why " + "x" * proto.MAX_PART_CHARS, "/") == Why("x" * 2000)
 
@@ -109,7 +109,7 @@ def test_any_text_is_a_command_or_a_message_never_an_exception(text: str, sigil:
 
 
 @given(
-    st.sampled_from(["remember", "forget", "why"]),
+    st.sampled_from(["remember", "remove", "why"]),
     st.lists(st.sampled_from(["--user", "--memory", "--yes"]), max_size=2, unique=True),
     st.text(min_size=1).filter(lambda t: t.strip() and not t.strip().startswith("-")),
 )
@@ -120,7 +120,7 @@ def test_both_surfaces_read_a_command_alike(word: str, options: list[str], rest:
         assert chat.problem.replace("/", "!") == post.problem.replace("/", "!")
     else:
         assert chat == post
-    if isinstance(chat, Remember | Forget | Why):
+    if isinstance(chat, Remember | Remove | Why):
         text = chat.text if isinstance(chat, Remember) else chat.part
         assert text == rest.strip()
 
@@ -137,5 +137,5 @@ def test_the_help_lists_every_command_with_either_sigil() -> None:
             )
             assert not isinstance(parsed, ForModel | NotACommand | Usage), usage
     words = {c.usage.split()[0] for c in COMMANDS}
-    assert words == {"remember", "forget", "why", "undo", "memory", "help"}
+    assert words == {"remember", "remove", "forget", "why", "undo", "memory", "help"}
     assert "undo [EDIT]" in entries.to_plain(entries.Answer((entries.Table(tuple(rows)),)))

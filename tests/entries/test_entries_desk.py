@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import entries
 import proto
-from entries import Answer, Ask, Block, Confirm, Forget, Proposal, Quote, Undo, line
+from entries import Answer, Ask, Block, Confirm, Proposal, Quote, Remove, Undo, line
 from proto import (
     FoundEntry,
     MemoryAmbiguous,
@@ -46,19 +46,19 @@ def run(command: entries.OwnerCommand, replies: list[Message]) -> tuple[list[Ask
     return play(steps, replies)
 
 
-def test_forget_finds_the_entry_at_memoryd_and_proposes_exactly_its_removal() -> None:
+def test_remove_finds_the_entry_at_memoryd_and_proposes_exactly_its_removal() -> None:
     found = MemoryFound(found=FoundEntry(file="user", entry="Likes tea"))
-    asked, result = run(Forget("tea"), [found])
+    asked, result = run(Remove("tea"), [found])
     assert asked == [Ask("memoryd", MemoryFind(part="tea"))]
     assert isinstance(result, Confirm)
     assert result.proposal == Proposal(edit=proto.MemoryRemove(file="user", old="Likes tea"))
     assert entries.to_plain(result.question) == "remove from user.md:\nLikes tea"
 
 
-def test_a_confirmed_forget_applies_what_it_shows_as_the_owners_edit() -> None:
+def test_a_confirmed_remove_applies_what_it_shows_as_the_owners_edit() -> None:
     found = MemoryFound(found=FoundEntry(file="memory", entry="tea"))
     ok = ToolResponse(call_id="owner-1", status="ok", content=UPDATED)
-    asked, result = run(Forget("tea", confirmed=True), [found, ok])
+    asked, result = run(Remove("tea", confirmed=True), [found, ok])
     assert asked[1] == Ask(
         "brokerd",
         MemoryEdit(arguments='{"action":"remove","file":"memory","old":"tea"}', surface=HERE),
@@ -69,7 +69,7 @@ def test_a_confirmed_forget_applies_what_it_shows_as_the_owners_edit() -> None:
 
 
 def test_nothing_found_or_several_found_is_said_and_nothing_is_proposed() -> None:
-    _, nothing = run(Forget("milk"), [MemoryNotFound()])
+    _, nothing = run(Remove("milk"), [MemoryNotFound()])
     assert isinstance(nothing, Answer)
     assert not nothing.ok
     assert (
@@ -80,7 +80,7 @@ def test_nothing_found_or_several_found_is_said_and_nothing_is_proposed() -> Non
         entries=[FoundEntry(file="memory", entry="a tea"), FoundEntry(file="user", entry="b tea")],
         omitted=3,
     )
-    _, answer = run(Forget("tea"), [several])
+    _, answer = run(Remove("tea"), [several])
     assert isinstance(answer, Answer)
     assert not answer.ok
     assert entries.to_plain(answer).splitlines() == [
@@ -125,7 +125,7 @@ def test_an_undo_proposes_memoryds_plan_and_names_the_edit_it_undoes() -> None:
 
 def test_a_reply_of_another_kind_is_a_bad_reply_not_a_crash() -> None:
     with pytest.raises(proto.BadReply, match="memoryd answered 'memory_find' with 'ok'"):
-        run(Forget("tea"), [proto.Ok()])
+        run(Remove("tea"), [proto.Ok()])
 
 
 hostile = st.text(

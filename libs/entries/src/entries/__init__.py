@@ -41,6 +41,7 @@ from ._commands import NotACommand as NotACommand
 from ._commands import OwnerCommand as OwnerCommand
 from ._commands import Parsed as Parsed
 from ._commands import Remember as Remember
+from ._commands import Remove as Remove
 from ._commands import Replace as Replace
 from ._commands import ShowMemory as ShowMemory
 from ._commands import Sigil as Sigil
@@ -55,6 +56,7 @@ from ._commands import part_problem as part_problem
 from ._desk import DECLINED as DECLINED
 from ._desk import Ask as Ask
 from ._desk import Confirm as Confirm
+from ._desk import ForgetProposal as ForgetProposal
 from ._desk import Proposal as Proposal
 from ._desk import Steps as Steps
 from ._desk import apply_proposal as apply_proposal
@@ -106,6 +108,7 @@ __all__ = [
     "EntriesError",
     "ForModel",
     "Forget",
+    "ForgetProposal",
     "Help",
     "Line",
     "NotACommand",
@@ -116,6 +119,7 @@ __all__ = [
     "Quote",
     "RefusalCode",
     "Remember",
+    "Remove",
     "Replace",
     "ShowMemory",
     "Sigil",

@@ -10,7 +10,7 @@ takes `/` for its slash commands), so a command means the same wherever it is wr
   (apply at once, showing what changes, instead of asking); `--` ends them, so text may
   start with `--`. An option a command does not take is an error, never part of the text.
   `undo`, whose one argument is an id, takes its options after the id too.
-- Entries are named by any part of their text (`forget`, `why`), at most
+- Entries are named by any part of their text (`remove`, `why`), at most
   `proto.MAX_PART_CHARS` characters; edits by their id (`undo`, `ed-` and six characters).
 
 Only the owner's own typed line or post is ever parsed (ARCHITECTURE §6a): the model's
@@ -37,6 +37,7 @@ __all__ = [
     "OwnerCommand",
     "Parsed",
     "Remember",
+    "Remove",
     "Replace",
     "ShowMemory",
     "Sigil",
@@ -76,14 +77,25 @@ class Remember:
 
 
 @dataclass(frozen=True, slots=True)
-class Forget:
-    """Remove the one entry named by `part` (of `file` only, if given).
+class Remove:
+    """Remove the one entry named by `part` (of `file` only, if given): undoable.
 
     `confirmed` (`--yes`): remove it at once, saying what was removed, without asking.
     """
 
     part: str
     file: MemoryFile | None = None
+    confirmed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """Erase `text` from every file boxmaker wrote, for good, after a preview.
+
+    `confirmed` (`--yes`): forget at once, showing the preview, without asking.
+    """
+
+    text: str
     confirmed: bool = False
 
 
@@ -128,7 +140,7 @@ class Help:
     """The commands."""
 
 
-OwnerCommand = Remember | Forget | Replace | Why | Undo | ShowMemory | Help
+OwnerCommand = Remember | Remove | Forget | Replace | Why | Undo | ShowMemory | Help
 """A command the owner gave; run by `entries.run_command` on every surface."""
 
 
@@ -172,9 +184,14 @@ COMMANDS: tuple[CommandHelp, ...] = (
     ),
     CommandHelp("remember --user TEXT", "add TEXT to user.md (what it knows about you)"),
     CommandHelp(
-        "forget PART",
-        "remove the entry holding PART, shown whole first; you confirm it (--user or "
-        "--memory: look in that file only)",
+        "remove PART",
+        "take the entry holding PART out of memory, shown whole first; you confirm it; "
+        "undoable, its text stays in the history (--user or --memory: that file only)",
+    ),
+    CommandHelp(
+        "forget TEXT",
+        "erase TEXT from every file boxmaker wrote (memory, history, sessions, audit, "
+        "index), for good: shown store by store first; you confirm it; cannot be undone",
     ),
     CommandHelp("why PART", "where each entry holding PART came from, edit by edit"),
     CommandHelp(
@@ -188,7 +205,8 @@ COMMANDS: tuple[CommandHelp, ...] = (
 
 _OPTIONS: dict[str, frozenset[str]] = {
     "remember": frozenset({"--user", "--memory"}),
-    "forget": frozenset({"--user", "--memory", "--yes"}),
+    "remove": frozenset({"--user", "--memory", "--yes"}),
+    "forget": frozenset({"--yes"}),
     "why": frozenset(),
     "undo": frozenset({"--yes"}),
     "memory": frozenset(),
@@ -245,8 +263,12 @@ def parse_command(text: str, sigil: Sigil) -> Parsed:
                     "TEXT` for what it knows about you)"
                 )
             return Remember(rest, file or "memory")
+        case "remove":
+            return _named(Remove(rest, file, confirmed), rest, sigil, "remove")
         case "forget":
-            return _named(Forget(rest, file, confirmed), rest, sigil, "forget")
+            if (problem := proto.forget_problem(rest)) is not None:
+                return Usage(f"{problem}: `{sigil}forget TEXT`")
+            return Forget(rest, confirmed)
         case "why":
             return _named(Why(rest), rest, sigil, "why")
         case "undo":
@@ -291,7 +313,7 @@ def part_problem(part: str) -> str | None:
     return None
 
 
-def _named(command: Forget | Why, part: str, sigil: Sigil, word: str) -> Parsed:
+def _named(command: Remove | Why, part: str, sigil: Sigil, word: str) -> Parsed:
     if not part:
         return Usage(f"say which entry: `{sigil}{word} PART`, any part of its text")
     problem = part_problem(part)

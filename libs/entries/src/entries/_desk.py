@@ -3,7 +3,10 @@
 A command's meaning is decided once (ARCHITECTURE §6a): memoryd owns the files and the
 journal, so it finds the entry a part names and plans an undo (`memory_find`,
 `undo_plan`); every change is the owner's own edit, sent to brokerd (`memory_edit`),
-which decides it `owner`, audits it and has memoryd apply it. What is left for a surface
+which decides it `owner`, audits it and has memoryd apply it. A forget goes to brokerd
+too (`forget_preview`, then `forget`), which asks each role for its part; the surface's
+own files (the terminal's input history, the bridge's state) are the surface's part, asked
+of it as of a role (`Ask("surface", …)`). What is left for a surface
 (the terminal's chat and CLI, the Mattermost bridge) is how it talks to the roles, how it
 shows an `Answer` and how it asks the owner to confirm. So this module does no I/O:
 
@@ -28,6 +31,13 @@ import proto
 from proto import (
     AppliedEdit,
     Decided,
+    ForgetApplied,
+    ForgetApply,
+    ForgetLook,
+    ForgetLooked,
+    ForgetPreview,
+    ForgetPreviewed,
+    Forgotten,
     FoundEntry,
     MemoryAmbiguous,
     MemoryArgs,
@@ -55,6 +65,7 @@ from ._commands import (
     Help,
     OwnerCommand,
     Remember,
+    Remove,
     Replace,
     ShowMemory,
     Undo,
@@ -63,12 +74,14 @@ from ._commands import (
     command_for,
     help_rows,
 )
+from ._forget import describe_forget, describe_forgotten
 from ._limits import file_name
 
 __all__ = [
     "DECLINED",
     "Ask",
     "Confirm",
+    "ForgetProposal",
     "Proposal",
     "Steps",
     "apply_proposal",
@@ -83,7 +96,8 @@ A = TypeVar("A", bound=Message)
 B = TypeVar("B", bound=Message)
 C = TypeVar("C", bound=Message)
 
-Role = Literal["memoryd", "brokerd"]
+Role = Literal["memoryd", "brokerd", "surface"]
+"""Whom a step asks: a role's owner socket, or the surface itself for its own files."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +108,7 @@ class Ask:
     request: Message
 
 
-class Proposal(msgspec.Struct, frozen=True, kw_only=True):
+class Proposal(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="edit"):
     """An edit the owner was shown, applied once they say yes: exactly this, nothing else.
 
     `undoes` is the id of the edit it undoes, for an undo. A Struct, so a surface that
@@ -105,12 +119,18 @@ class Proposal(msgspec.Struct, frozen=True, kw_only=True):
     undoes: str | None = None
 
 
+class ForgetProposal(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="forget"):
+    """A forget the owner was shown (store by store), carried out once they say yes."""
+
+    text: str
+
+
 @dataclass(frozen=True, slots=True)
 class Confirm:
     """What a command would change (`question`), waiting for the owner's yes."""
 
     question: Answer
-    proposal: Proposal
+    proposal: Proposal | ForgetProposal
 
 
 DECLINED = Answer((line("nothing changed"),), ok=False)
@@ -133,7 +153,14 @@ def run_command(
         case Remember(text=text, file=file):
             proposal = Proposal(edit=proto.MemoryAdd(file=file, text=text))
             return (yield from apply_proposal(proposal, surface=surface, session=session))
-        case Forget(part=part, file=file, confirmed=confirmed):
+        case Forget(text=text, confirmed=confirmed):
+            previewed = yield from _ask("brokerd", ForgetPreview(text=text), ForgetPreviewed)
+            own = yield from _ask("surface", ForgetLook(text=text), ForgetLooked)
+            question, anything = describe_forget(text, previewed, own)
+            if not anything:
+                return question  # nothing holds it: nothing to confirm
+            ask = Confirm(question, ForgetProposal(text=text))
+        case Remove(part=part, file=file, confirmed=confirmed):
             found = yield from _find(part, file, where)
             if isinstance(found, Answer):
                 return found
@@ -201,9 +228,22 @@ def _find(part: str, file: proto.MemoryFile | None, where: Where) -> Steps[Found
 
 
 def apply_proposal(
-    proposal: Proposal, *, surface: proto.Surface, session: str | None
+    proposal: Proposal | ForgetProposal, *, surface: proto.Surface, session: str | None
 ) -> Steps[Answer]:
-    """Apply the edit the owner said yes to, as their own edit; memoryd's sentence back."""
+    """Apply the edit the owner said yes to, as their own edit; memoryd's sentence back.
+
+    A forget is brokerd's (every role's part), then the surface's own files.
+    """
+    if isinstance(proposal, ForgetProposal):
+        forgotten = yield from _ask(
+            "brokerd",
+            proto.Forget(text=proposal.text, surface=surface, session=session),
+            Forgotten,
+        )
+        own = yield from _ask(
+            "surface", ForgetApply(plan=forgotten.plan, text=proposal.text), ForgetApplied
+        )
+        return describe_forgotten(forgotten, own)
     request = MemoryEdit(
         arguments=msgspec.json.encode(proposal.edit).decode(),
         surface=surface,

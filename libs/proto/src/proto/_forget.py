@@ -145,13 +145,12 @@ def redact(text: str, needle: str) -> str:
 def holds_value(value: Any, needle: str) -> bool:
     """Whether any string in a decoded JSON value holds `needle`.
 
-    Keys count, and a string that is itself JSON is decoded in turn.
+    Keys count, and a string that is itself JSON (an object or an array) is decoded in
+    turn and judged by what it decodes to, not by its escapes.
     """
     if isinstance(value, str):
-        if holds(value, needle):
-            return True
         inner = _json_inside(value)
-        return inner is not None and holds_value(inner, needle)
+        return holds(value, needle) if inner is None else holds_value(inner, needle)
     if isinstance(value, dict):
         return any(holds(k, needle) or holds_value(v, needle) for k, v in value.items())
     if isinstance(value, list):
@@ -167,10 +166,11 @@ def redact_value(value: Any, needle: str) -> Any:
     """
     if isinstance(value, str):
         inner = _json_inside(value)
-        if inner is not None and holds_value(inner, needle):
-            again = msgspec.json.encode(redact_value(inner, needle)).decode()
-            return redact(again, needle)
-        return redact(value, needle)
+        if inner is None:
+            return redact(value, needle)
+        if not holds_value(inner, needle):
+            return value
+        return msgspec.json.encode(redact_value(inner, needle)).decode()
     if isinstance(value, dict):
         return {redact(k, needle): redact_value(v, needle) for k, v in value.items()}
     if isinstance(value, list):
@@ -205,10 +205,7 @@ def redact_line(line: bytes, needle: str) -> bytes | None:
         return redact(text, needle).encode()
     if not holds_value(value, needle):
         return None
-    redacted = msgspec.json.encode(redact_value(value, needle))
-    if holds(redacted.decode(), needle):  # escapes made a copy again: cut as text
-        return redact(redacted.decode(), needle).encode()
-    return redacted
+    return msgspec.json.encode(redact_value(value, needle))
 
 
 def words(needle: str) -> list[str]:

@@ -119,7 +119,10 @@ class Desk:
                 result = await self._drive(steps)
                 match result:
                     case entries.Answer():
-                        if isinstance(command, entries.Remember | entries.Forget | entries.Undo):
+                        if isinstance(
+                            command,
+                            entries.Remember | entries.Remove | entries.Forget | entries.Undo,
+                        ):
                             log.info(
                                 "the owner's %s from Mattermost (post %s)", _name(command), post.id
                             )

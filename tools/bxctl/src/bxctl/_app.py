@@ -307,12 +307,12 @@ def remove(
         yes: remove it without asking y/N (for scripts).
         home: the boxmaker home.
     """
-    from entries import Forget
+    from entries import Remove
 
     from ._memory import run_owner_command, terminal_confirm
 
     confirm = terminal_confirm("`bxctl memory remove`")
-    return run_owner_command(_home(home), Forget(_part(old), file, yes), confirm=confirm)
+    return run_owner_command(_home(home), Remove(_part(old), file, yes), confirm=confirm)
 
 
 @memory.command

@@ -98,6 +98,7 @@ SERVED_AT: dict[str, tuple[str, str]] = {
     proto.LOOP_BROKER.name: ("brokerd", "loop"),
     proto.OWNER_BROKER.name: ("brokerd", "admin"),
     proto.OWNER_LOOP.name: ("loopd", "chat"),
+    proto.BROKER_LOOP.name: ("loopd", "broker"),
 }
 """Each socket's key in its server's `[sockets]` table: (config file stem, key)."""
 

@@ -1,0 +1,134 @@
+"""The forget rule: what holds a text, how it is taken out, and plans applied twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import proto
+
+NEEDLES = st.text(min_size=2, max_size=12).filter(lambda t: proto.forget_problem(t) is None)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.text(), NEEDLES)
+def test_redact_never_leaves_the_needle_in_any_case(text: str, needle: str) -> None:
+    out = proto.redact(text, needle)
+    assert not proto.holds(out, needle)
+    if not proto.holds(text, needle):
+        assert out == text
+
+
+@given(st.text(), NEEDLES, st.text(), st.sampled_from([str.upper, str.lower, str.title]))
+def test_an_occurrence_in_any_case_becomes_the_marker(
+    before: str, needle: str, after: str, case: object
+) -> None:
+    assume(not proto.holds(before + "\x00" + after, needle))
+    assume(not proto.holds(proto.MARKER, needle))
+    cased = case(needle)  # type: ignore[operator]
+    assume(cased.lower() == needle.lower())
+    out = proto.redact(before + "\x00" + cased + "\x00" + after, needle)
+    assert out == before + "\x00" + proto.MARKER + "\x00" + after or not proto.holds(out, needle)
+
+
+@given(JSON, NEEDLES)
+def test_a_redacted_json_line_decodes_and_holds_nothing(value: object, needle: str) -> None:
+    line = msgspec.json.encode(value)
+    out = proto.redact_line(line, needle)
+    if out is None:
+        assert not proto.holds_value(value, needle)
+        return
+    assert not proto.holds(out.decode(), needle)
+    msgspec.json.decode(out)  # still JSON
+
+
+def test_a_copy_inside_nested_json_is_found_and_stays_json() -> None:
+    arguments = msgspec.json.encode({"query": "ZEBRA-7731 please"}).decode()
+    line = msgspec.json.encode({"type": "assistant", "args": arguments})
+    out = proto.redact_line(line, "zebra-7731")
+    assert out is not None
+    inner = msgspec.json.decode(msgspec.json.decode(out)["args"])
+    assert inner == {"query": "[forgotten] please"}
+
+
+def test_a_damaged_line_is_redacted_as_text() -> None:
+    assert (
+        proto.redact_line(b'{"content":"ZEBRA-77', b"zebra-77".decode())
+        == b'{"content":"[forgotten]'
+    )
+
+
+def test_near_matches_hold_every_word_but_not_the_text() -> None:
+    assert proto.is_near("the zebra code is 7731", "ZEBRA-7731")
+    assert not proto.is_near("zebra-7731", "ZEBRA-7731")
+    assert not proto.is_near("a zebra", "ZEBRA-7731")
+
+
+@pytest.mark.parametrize("text", ["", " ", "a", "x" * 1001, "two\nlines"])
+def test_what_cannot_be_forgotten_says_why(text: str) -> None:
+    assert proto.forget_problem(text) is not None
+
+
+@given(st.lists(st.text(max_size=20), min_size=1, max_size=8), NEEDLES, st.integers(0, 8))
+def test_a_plan_applied_half_then_again_ends_the_same(
+    tmp_path_factory: pytest.TempPathFactory, texts: list[str], needle: str, half: int
+) -> None:
+    root = tmp_path_factory.mktemp("plan")
+    lines = [
+        msgspec.json.encode({"content": t + (needle if i % 2 else "")}) for i, t in enumerate(texts)
+    ]
+    (root / "log.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    edit = proto.LinesEdit(path="log.jsonl", lines=proto.line_edits(lines, needle))
+    assert not any(proto.holds_value(msgspec.json.decode(s.new), needle) for s in edit.lines)
+    partial = proto.LinesEdit(path="log.jsonl", lines=edit.lines[:half])
+    proto.apply_edit(root, partial)  # a kill after part of it
+    outcome = proto.apply_edit(root, edit)
+    assert not outcome.conflicts
+    assert proto.verify_edit(root, edit) == []
+    data = (root / "log.jsonl").read_bytes()
+    decoded = [msgspec.json.decode(line) for line in data.splitlines()]
+    assert not proto.holds_value(decoded, needle)  # decoded: `\u0007` does not hold "00"
+    assert data.count(b"\n") == len(lines)
+    again = proto.apply_edit(root, edit)
+    assert (again.applied, again.conflicts) == (0, [])
+
+
+def test_a_line_changed_since_the_plan_is_a_conflict_and_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "log.jsonl").write_bytes(b'{"a":"zebra"}\n')
+    edit = proto.LinesEdit(path="log.jsonl", lines=proto.line_edits([b'{"a":"zebra"}'], "zebra"))
+    (tmp_path / "log.jsonl").write_bytes(b'{"a":"zebra!"}\n')
+    outcome = proto.apply_edit(tmp_path, edit)
+    assert outcome.conflicts
+    assert outcome.applied == 0
+    assert (tmp_path / "log.jsonl").read_bytes() == b'{"a":"zebra!"}\n'
+
+
+@pytest.mark.parametrize("path", ["../x", "/etc/passwd", "a/../../x"])
+def test_a_plan_cannot_name_a_path_outside_its_root(tmp_path: Path, path: str) -> None:
+    with pytest.raises(ValueError, match="outside its root"):
+        proto.apply_edit(tmp_path, proto.WholeEdit(path=path, old="", new=""))
+
+
+def test_plans_round_trip_and_hold_no_text(tmp_path: Path) -> None:
+    plan = proto.ForgetPlan(
+        plan=proto.new_plan_id(),
+        edits=[proto.LinesEdit(path="a", lines=proto.line_edits([b'"ZEBRA"'], "zebra"))],
+    )
+    proto.write_plan(tmp_path / ".forget", plan)
+    assert proto.read_plan(tmp_path / ".forget", plan.plan) == plan
+    assert b"zebra" not in (tmp_path / ".forget" / f"{plan.plan}.json").read_bytes().lower()
+    assert list(proto.plan_paths(tmp_path / ".forget")) == [
+        tmp_path / ".forget" / f"{plan.plan}.json"
+    ]
+    proto.remove_plan(tmp_path / ".forget", plan.plan)
+    assert proto.read_plan(tmp_path / ".forget", plan.plan) is None
+    with pytest.raises(ValueError, match="not a plan id"):
+        proto.read_plan(tmp_path, "../../etc")
