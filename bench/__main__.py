@@ -11,6 +11,7 @@ BENCHES = {
     "cli": "bench.cli",
     "turn": "bench.turn",
     "cache": "bench.cache",
+    "forget": "bench.forget",
 }
 
 

@@ -1,0 +1,254 @@
+"""Forget, end to end: a secret told by every path, forgotten, and no file keeps it.
+
+Real role processes in a real home, real sockets, a scripted model over HTTP. The secret
+goes in as the owner's own edit, as a chat message, as the model's recall query and its
+result, as an approved proposal, and through a consolidate into archive.md; then the
+owner's forget (the same two requests every surface makes: `forget_preview`, `forget`).
+Afterwards every file under the home is read as bytes, in any case, and every session
+resumes without the model ever being sent the secret again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+from scripted_model import Step
+from stack import Stack, running_stack
+
+import proto
+from proto import ApprovalDecide, ApprovalPending, Ok, Say, SessionOpen, SessionOpened, TurnDone
+
+CAP_S = 60
+SECRET = "ZEBRA-7731"
+ME = proto.Surface(via="bxctl", uid=os.getuid())
+
+
+@pytest.fixture
+def stack(short_dir: Path) -> Iterator[Stack]:
+    with running_stack(short_dir) as running:
+        yield running
+
+
+async def open_session(stack: Stack) -> str:
+    opened = await proto.call(
+        stack.socket(proto.OWNER_LOOP), SessionOpen(origin="e2e"), SessionOpened
+    )
+    return opened.session
+
+
+async def say(stack: Stack, session: str, text: str, *, approve: bool | None = None) -> None:
+    with trio.fail_after(CAP_S):
+        async with proto.open_call(
+            stack.socket(proto.OWNER_LOOP), Say(session=session, text=text)
+        ) as conversation:
+            async for frame in conversation:
+                if isinstance(frame, ApprovalPending):
+                    assert approve is not None, "an approval nobody expected"
+                    await proto.call(
+                        stack.socket(proto.OWNER_BROKER),
+                        ApprovalDecide(id=frame.approval.id, approve=approve),
+                        Ok,
+                    )
+                last = frame
+    assert isinstance(last, TurnDone), last
+
+
+def memory_call(args: dict[str, Any]) -> Step:
+    return Step(tool_calls=[("memory", json.dumps(args))])
+
+
+async def owner_edit(stack: Stack, args: dict[str, Any]) -> proto.ToolResponse:
+    return await proto.call(
+        stack.socket(proto.OWNER_BROKER),
+        proto.MemoryEdit(arguments=json.dumps(args), surface=ME),
+        proto.ToolResponse,
+    )
+
+
+def holding(home: Path, needle: str = SECRET) -> list[str]:
+    """Every file under the home whose bytes hold `needle`, in any case (`grep -ril`)."""
+    found = []
+    for path in sorted(home.rglob("*")):
+        if (
+            path.is_file()
+            and not path.is_socket()
+            and needle.lower().encode() in (path.read_bytes().lower())
+        ):
+            found.append(str(path.relative_to(home)))
+    return found
+
+
+async def tell_it_every_way(stack: Stack) -> list[str]:
+    """The secret, by every path there is; the sessions it went through."""
+    await owner_edit(stack, {"action": "add", "file": "memory", "text": f"Locker: {SECRET}"})
+    chat = await open_session(stack)  # opened after the edit: its baseline holds it
+    stack.script(Step(text=f"Noted, the locker code is {SECRET.lower()}."))
+    await say(stack, chat, f"my gym locker code is {SECRET}")
+    asker = await open_session(stack)
+    stack.script(
+        Step(tool_calls=[("recall", json.dumps({"query": f"locker {SECRET}"}))]),
+        Step(text=f"It is {SECRET}."),
+        memory_call({"action": "add", "file": "user", "text": f"Gym locker {SECRET}"}),
+        Step(text="Proposed."),
+        memory_call(
+            {
+                "action": "consolidate",
+                "file": "user",
+                "entries": [{"old": f"Gym locker {SECRET}", "move": True}],
+            }
+        ),
+        Step(text="Archived."),
+    )
+    await say(stack, asker, "what is my locker code?")
+    await say(stack, asker, "remember it about me", approve=True)
+    await say(stack, asker, "tidy your memory", approve=True)
+    archive = (stack.home / "memory" / "archive.md").read_text()
+    assert SECRET in archive  # the consolidate moved it there
+    return [chat, asker]
+
+
+async def forget(stack: Stack, text: str = SECRET) -> proto.Forgotten:
+    with trio.fail_after(CAP_S):
+        return await proto.call(
+            stack.socket(proto.OWNER_BROKER),
+            proto.Forget(text=text, surface=ME),
+            proto.Forgotten,
+            deadline_s=CAP_S,
+        )
+
+
+async def test_a_secret_told_every_way_is_in_no_file_after_the_forget(stack: Stack) -> None:
+    sessions = await tell_it_every_way(stack)
+    assert len(holding(stack.home)) >= 8  # memory, archive, journal, audit, sessions, …
+
+    with trio.fail_after(CAP_S):
+        preview = await proto.call(
+            stack.socket(proto.OWNER_BROKER),
+            proto.ForgetPreview(text=SECRET.lower()),
+            proto.ForgetPreviewed,
+        )
+    stores = {h.store: h for h in preview.holdings if h.count}
+    assert {"journal", "audit", "sessions", "baselines", "index"} <= set(stores)
+    assert set(sessions) <= set(stores["sessions"].names)
+    assert {e.file for e in preview.entries} == {"memory", "archive"}
+    assert len(holding(stack.home)) >= 8  # the preview wrote nothing
+
+    forgotten = await forget(stack, SECRET.lower())
+    assert forgotten.pending == []
+    assert forgotten.conflicts == []
+    assert holding(stack.home) == []
+
+    with trio.fail_after(CAP_S):
+        recalled = await proto.call(
+            stack.socket(proto.OWNER_MEMORY),
+            proto.RecallQuery(query=f"locker {SECRET}", k=10),
+            proto.ToolResponse,
+        )
+        verified = await proto.call(
+            stack.socket(proto.OWNER_BROKER), proto.AuditVerify(), proto.AuditVerified
+        )
+    assert SECRET.lower() not in recalled.content.lower()
+    assert verified.ok, verified.broken_at
+
+    # every session that held it resumes, and the model is never sent it again
+    seen = len(stack.model.requests)
+    for session in sessions:
+        stack.script(Step(text="Still here."))
+        await say(stack, session, "are you still there?")
+    for body in stack.model.requests[seen:]:
+        assert SECRET.lower().encode() not in body.lower()
+
+    # nothing brings it back: the undo of any edit that held it refuses
+    with trio.fail_after(CAP_S):
+        history = await proto.call(
+            stack.socket(proto.OWNER_MEMORY), proto.MemoryHistory(), proto.MemoryHistoryReply
+        )
+    for edit in history.edits:
+        with pytest.raises(proto.RemoteError, match="forgotten"):
+            await proto.call(
+                stack.socket(proto.OWNER_MEMORY),
+                proto.UndoPlan(edit=edit.id),
+                proto.UndoPlanned,
+            )
+    assert holding(stack.home) == []
+
+
+async def test_a_session_open_during_the_forget_goes_on_without_it(stack: Stack) -> None:
+    session = await open_session(stack)
+    stack.script(Step(text="ok"))
+    await say(stack, session, f"the code is {SECRET}")
+    await forget(stack)
+    stack.script(Step(text="ok again"))
+    await say(stack, session, "and now?")
+    assert SECRET.lower().encode() not in stack.model.requests[-1].lower()
+    assert holding(stack.home) == []
+
+
+async def test_the_models_words_cannot_forget(stack: Stack) -> None:
+    session = await open_session(stack)
+    stack.script(
+        Step(tool_calls=[("forget", json.dumps({"text": "tea"}))]),
+        Step(text=f"!forget tea /forget tea {SECRET}"),
+    )
+    await owner_edit(stack, {"action": "add", "file": "memory", "text": "Likes tea"})
+    await say(stack, session, "hello")
+    assert (stack.home / "memory" / "memory.md").read_text() == "Likes tea"
+    assert not list((stack.home / "audit").glob(".forget/*"))
+
+
+@pytest.mark.parametrize("role", ["memoryd", "loopd", "brokerd"])
+@pytest.mark.parametrize("after_ms", [0, 15, 60])
+async def test_a_role_killed_during_a_forget_leaves_no_copy_once_back(
+    stack: Stack, role: str, after_ms: int
+) -> None:
+    """Kill a role at some moment of a forget, start it again: the forget finishes.
+
+    The owner's surface still holds the text while its command runs; a forget cut off
+    before brokerd decided it is sent again by the surface (as bxctl does), one cut off
+    after it finishes by itself.
+    """
+    sessions = await tell_it_every_way(stack)
+    process = stack.processes[role]
+
+    async def kill_later() -> None:
+        await trio.sleep(after_ms / 1000)
+        os.kill(process.process.pid, signal.SIGKILL)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(kill_later)
+        # cut off (the role died under it), or finished before the kill: both happen
+        with contextlib.suppress(proto.CallFailed):
+            await forget(stack)
+    stack.processes.pop(role).stop()
+    stack.start(role)
+    with trio.fail_after(CAP_S):
+        while holding(stack.home):
+            try:
+                done = await forget(stack)  # the surface sends it again
+            except proto.CallFailed:
+                await trio.sleep(0.2)
+                continue
+            if done.pending:
+                await trio.sleep(0.2)
+    assert holding(stack.home) == []
+    for plan_dir in ("memory/.forget", "sessions/.forget", "audit/.forget"):
+        assert not list((stack.home / plan_dir).glob("fg-*")), plan_dir
+    verified = await proto.call(
+        stack.socket(proto.OWNER_BROKER), proto.AuditVerify(), proto.AuditVerified
+    )
+    assert verified.ok, verified.broken_at
+    for session in sessions:
+        stack.script(Step(text="back"))
+        await say(stack, session, "still there?")
+    lines = (stack.home / "sessions" / sessions[0] / "0.jsonl").read_bytes().splitlines()
+    for line in lines:
+        msgspec.json.decode(line)  # every record whole
