@@ -273,6 +273,10 @@ class SessionStore:
         """The kept session if its files are as it left them, else the session read anew."""
         return self.kept(session) or self._keep(self.load(session))
 
+    def drop(self, session: str) -> None:
+        """Forget the kept copy of `session`: its next turn reads its files again."""
+        self._kept.pop(session, None)
+
     def _keep(self, session: Session) -> Session:
         self._kept[session.id] = session
         self._kept.move_to_end(session.id)
