@@ -211,15 +211,18 @@ def find(edits: list[FileEdit]) -> Found:
 
 
 def _newest_first(root: Path, sessions: list[str]) -> list[str]:
-    """Sessions by their log's last change, newest first (then by id)."""
+    """Sessions by when they were made (their baseline's `created`), newest first, then by id.
 
-    def changed(session: str) -> int:
+    Not by the files' times: the forget's own rewrite changes those.
+    """
+
+    def created(session: str) -> str:
         try:
-            return os.stat(root / session / proto.LOG_FILE).st_mtime_ns
-        except OSError:
-            return 0
+            return proto.read_baseline(root / session).created
+        except (OSError, ValueError):
+            return ""
 
-    return sorted(sorted(sessions), key=changed, reverse=True)
+    return sorted(sorted(sessions), key=created, reverse=True)
 
 
 def holdings(root: Path, found: Found) -> list[Holding]:
