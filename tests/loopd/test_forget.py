@@ -12,18 +12,22 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import inmemory
 import msgspec
+import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import proto
+from bxctl import app
+from bxctl._common import CommandError
+from bxctl._sessions import resolve_session
 from loopd import Loopd
 from loopd._config import ModelSection, resolve
 from loopd._forget import PLAN_DIR, plan_sessions
@@ -151,7 +155,7 @@ def write_session(
     store: SessionStore,
     session: str,
     system: str,
-    logged: list[SessionRecord],
+    logged: Sequence[SessionRecord],
     torn: bytes,
     *,
     created: str = TIME,
@@ -159,11 +163,11 @@ def write_session(
     baseline = Baseline(
         session=session, epoch=0, created=created, model="m", system=system, tools=tool_schemas()
     )
-    created = store.create(session, baseline)
+    made = store.create(session, baseline)
     for record in logged:
-        created.append(record)
+        made.append(record)
     if torn:
-        with open(created.log_path, "ab") as f:
+        with open(made.log_path, "ab") as f:
             f.write(torn)
 
 
@@ -278,7 +282,9 @@ async def test_abort_deletes_an_undecided_plan_and_keeps_a_committed_one(short_d
     assert await broker(loopd, proto.ForgetAbort(plan=PLAN), proto.Ok) == proto.Ok()
     assert proto.read_plan(plans, PLAN) is None
     await broker(loopd, ForgetPrepare(plan=PLAN, text="zebra-7731"), ForgetPrepared)
-    committed = msgspec.structs.replace(proto.read_plan(plans, PLAN), committed=True)  # type: ignore[type-var]
+    prepared = proto.read_plan(plans, PLAN)
+    assert prepared is not None
+    committed = msgspec.structs.replace(prepared, committed=True)
     proto.write_plan(plans, committed)
     await broker(loopd, proto.ForgetAbort(plan=PLAN), proto.Ok)
     assert proto.read_plan(plans, PLAN) == committed
@@ -327,3 +333,47 @@ async def test_a_damaged_torn_line_is_redacted_as_text_and_stays_a_line(short_di
     assert len(lines) == 2
     assert lines[1] == b'{"type":"user","content":"my [forgotten] and [forgotten] too'
     assert loopd.store.load("chat-00000001").records == [UserRecord(time=TIME, content="hi")]
+
+
+async def test_loopd_finishes_a_decided_forget_before_it_serves_and_answers_brokerd(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    loopd = make_loopd(short_dir / "home", short_dir)
+    logged = [UserRecord(time=TIME, content="code ZEBRA-7731")]
+    write_session(loopd.store, "chat-00000001", "s", logged, b"")
+    edits = plan_sessions(loopd.store.root, "zebra-7731")
+    proto.write_plan(
+        loopd.store.root / PLAN_DIR, proto.ForgetPlan(plan=PLAN, committed=True, edits=edits)
+    )
+    shutdown = trio.Event()
+    with trio.fail_after(10):
+        await loopd.start(nursery, shutdown)
+        assert holders(loopd.store.root, "zebra-7731") == []
+        looked = await proto.call(
+            loopd.settings.forget_socket,
+            ForgetLook(text="[forgotten]"),
+            ForgetLooked,
+            deadline_s=5,
+        )
+        shutdown.set()
+    assert looked.holdings[0].names == ["chat-00000001"]
+    assert loopd.settings.forget_socket == short_dir / "home" / "run/broker-loop/loop.sock"
+
+
+async def test_bxctl_lists_and_resolves_sessions_but_never_the_plans(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = short_dir / "home"
+    loopd = make_loopd(home, short_dir)
+    logged = [UserRecord(time=TIME, content="code ZEBRA-7731")]
+    write_session(loopd.store, "chat-00000001", "s", logged, b"")
+    await broker(loopd, ForgetPrepare(plan=PLAN, text="zebra-7731"), ForgetPrepared)
+    assert (loopd.store.root / PLAN_DIR / f"{PLAN}.json").is_file()
+    assert loopd.store.list() == ["chat-00000001"]
+    (home / "config").mkdir()
+    assert app(["sessions", "list", "--home", str(home)], result_action="return_value") == 0
+    listed = capsys.readouterr()
+    assert "chat-00000001" in listed.out
+    assert PLAN_DIR not in listed.out + listed.err
+    with pytest.raises(CommandError, match="no session"):
+        resolve_session(home, ".for")
