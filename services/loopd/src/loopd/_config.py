@@ -30,10 +30,16 @@ class Settings:
     memory_socket: Path
     broker_socket: Path
     chat_socket: Path
+    forget_socket: Path
+    """The broker-loop socket loopd serves: brokerd asks it for its part of a forget."""
     read_timeout_s: float
     drain_s: float
     broker_timeout_s: float = 960.0
     chat_peers: frozenset[int] = frozenset()
+    forget_peers: frozenset[int] = frozenset()
+    forget_wait_s: float = 60.0
+    """How long a forget waits for a session's running turn: well inside brokerd's
+    `[loop] call_timeout_s` (120 s by default), so brokerd hears which session is busy."""
 
     @property
     def sessions_dir(self) -> Path:
@@ -83,4 +89,6 @@ def resolve(config: proto.LoopdConfig, *, config_dir: Path) -> Settings:
         drain_s=config.sockets.drain_s,
         broker_timeout_s=config.broker.call_timeout_s,
         chat_peers=proto.peers_of(config.peers.chat, "chat"),
+        forget_socket=socket(config.sockets.broker, proto.BROKER_LOOP),
+        forget_peers=proto.peers_of(config.peers.broker, "broker"),
     )

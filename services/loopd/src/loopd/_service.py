@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import assert_never
 
@@ -32,11 +33,13 @@ from proto import (
 
 from ._config import Settings
 from ._follow import TURN_INTERRUPTED, RunningTurn, recorded_turn
+from ._forget import recover
+from ._forgetting import Forgetter, SessionBusy
 from ._model import ModelClient
 from ._outbox import Outbox
 from ._sessions import Session, SessionStore, new_session_id
 from ._tools import tool_schemas
-from ._turn import TurnContext, TurnError, run_turn
+from ._turn import TurnContext, TurnError, notify_memoryd, run_turn
 
 __all__ = ["Loopd"]
 
@@ -61,6 +64,8 @@ class _SessionTurns:
     running: RunningTurn | None = None
     cancel: trio.CancelScope | None = None
     """The running turn's scope, cancelled when its chat client leaves (not `keep_going`)."""
+    forgetting: bool = False
+    """A forget holds the lock (briefly: a file rewrite); a `say` waits for it."""
     users: int = 0
 
     @property
@@ -70,7 +75,10 @@ class _SessionTurns:
 
 
 class Loopd:
-    """The role: owns sessions/, runs turns against the model, serves the chat socket."""
+    """The role: owns sessions/, runs turns against the model, serves the chat socket.
+
+    And brokerd's socket, where a forget asks for loopd's part of it.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -85,13 +93,73 @@ class Loopd:
             settings=settings.model,
             broker_timeout_s=settings.broker_timeout_s,
         )
+        self.forgetter = Forgetter(self.store, settings.memory_socket, self._hold_for_forget)
 
     async def start(self, work: trio.Nursery, shutdown: trio.Event) -> str:
-        """Serve the chat socket in `work` until `shutdown` and the turns in flight end."""
+        """Serve the chat socket in `work` until `shutdown` and the turns in flight end.
+
+        A forget decided before loopd stopped is finished first: no turn runs, and nothing
+        is appended, until no session holds what the owner forgot.
+        """
         s = self.settings
         self._context = dataclasses.replace(self._context, shutdown=shutdown)
+        await self.recover(work)
         await work.start(self._serve, shutdown)
-        return f"serving {s.chat_socket}; model {s.model.model} at {s.model.url}"
+        await work.start(self._serve_forget, shutdown)
+        return (
+            f"serving {s.chat_socket} and {s.forget_socket}; model {s.model.model} at {s.model.url}"
+        )
+
+    async def recover(self, work: trio.Nursery) -> None:
+        """Finish committed forget plans; memoryd is told about each session meanwhile."""
+        changed = await trio.to_thread.run_sync(recover, self.settings.sessions_dir)
+        for session in changed:
+            work.start_soon(notify_memoryd, self.settings.memory_socket, session)
+
+    async def _serve_forget(
+        self, shutdown: trio.Event, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        s = self.settings
+        await proto.serve_unix(
+            proto.BROKER_LOOP,
+            s.forget_socket,
+            self.handle_broker,
+            shutdown=shutdown,
+            read_timeout_s=s.read_timeout_s,
+            peers=s.forget_peers,
+            task_status=task_status,
+        )
+
+    async def handle_broker(self, request: proto.BrokerLoopRequest, conn: Connection) -> Message:
+        """forget_look, forget_prepare, forget_apply, forget_abort (`Forgetter`)."""
+        return await self.forgetter.handle(request, conn)
+
+    @asynccontextmanager
+    async def _using(self, session_id: str) -> AsyncIterator[_SessionTurns]:
+        """The session's turns, held while the block uses them (the last user drops them)."""
+        turns = self._sessions.setdefault(session_id, _SessionTurns())
+        turns.users += 1
+        try:
+            yield turns
+        finally:
+            turns.users -= 1
+            if turns.users == 0:
+                del self._sessions[session_id]
+
+    @asynccontextmanager
+    async def _hold_for_forget(self, session_id: str) -> AsyncIterator[None]:
+        """The session's turn lock for a forget; `SessionBusy` after `forget_wait_s`."""
+        async with self._using(session_id) as turns:
+            with trio.move_on_after(self.settings.forget_wait_s) as waited:
+                await turns.lock.acquire()
+            if waited.cancelled_caught:
+                raise SessionBusy(session_id)
+            turns.forgetting = True
+            try:
+                yield
+            finally:
+                turns.forgetting = False
+                turns.lock.release()
 
     async def _serve(
         self, shutdown: trio.Event, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED
@@ -213,14 +281,8 @@ class Loopd:
             self.store.exists, session_id
         ):
             raise ServiceError("no-session", f"there is no session {session_id!r}; open it first")
-        turns = self._sessions.setdefault(session_id, _SessionTurns())
-        turns.users += 1
-        try:
+        async with self._using(session_id) as turns:
             return await self._say(turns, request, conn)
-        finally:
-            turns.users -= 1
-            if turns.users == 0:
-                del self._sessions[session_id]
 
     async def _say(self, turns: _SessionTurns, request: Say, conn: Connection) -> Message:
         session_id = request.session
@@ -228,10 +290,11 @@ class Loopd:
             "turn-in-progress",
             f"a turn is already running in session {session_id}; wait for it to finish",
         )
-        if turns.lock.locked() and not turns.cancelling:
+        if turns.lock.locked() and not (turns.cancelling or turns.forgetting):
             raise busy
         # A turn whose client left is recording its interrupted call (a few seconds at
-        # most): the owner who cancelled it and spoke again at once waits for that.
+        # most): the owner who cancelled it and spoke again at once waits for that; so
+        # does one who speaks while a forget rewrites the session's files.
         with trio.move_on_after(CANCEL_WAIT_S) as waited:
             await turns.lock.acquire()
         if waited.cancelled_caught:

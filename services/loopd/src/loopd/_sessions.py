@@ -6,6 +6,10 @@ one record per line, appended and flushed; nothing in it is ever rewritten. A lo
 last line was torn by a crash gets a newline before the next record, so the fragment
 stays a line of its own that readers skip, and no whole record is lost.
 
+The one exception to both is the owner's forget (`_forget`): the text becomes a marker in
+the log's lines and the baseline's system text, each file rewritten atomically under the
+session's turn lock, line count and order kept; a kept session is dropped then.
+
 loopd is the log's only writer, so it keeps what it read of a session and adds what it
 appends (`SessionStore.open`), rather than reading the whole log again for every turn.
 Each session remembers its files as it left them (inode, size, modification time); if
@@ -272,6 +276,10 @@ class SessionStore:
     def open(self, session: str) -> Session:
         """The kept session if its files are as it left them, else the session read anew."""
         return self.kept(session) or self._keep(self.load(session))
+
+    def drop(self, session: str) -> None:
+        """Forget the kept copy of `session`: its next turn reads its files again."""
+        self._kept.pop(session, None)
 
     def _keep(self, session: Session) -> Session:
         self._kept[session.id] = session

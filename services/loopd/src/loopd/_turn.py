@@ -195,7 +195,7 @@ async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
             ),
         )
         if not calls:
-            await _notify_memoryd(ctx.memory_socket, session.id)
+            await notify_memoryd(ctx.memory_socket, session.id)
             return reply.content or ""
         for call in calls:
             await emit(ToolCalled(call=call))
@@ -231,7 +231,7 @@ def _new_ids(session: Session, calls: list[ToolCall]) -> list[ToolCall]:
     return fresh
 
 
-async def _notify_memoryd(memory_socket: Path, session: str) -> None:
+async def notify_memoryd(memory_socket: Path, session: str) -> None:
     try:
         await proto.call(
             memory_socket,

@@ -36,7 +36,7 @@ def resolve_session(home: Path, given: str) -> str:
 
     text = given.strip().rstrip("…").rstrip(".")
     root = home / "sessions"
-    names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    names = [p.name for p in _session_dirs(root)]
     if text in names:
         return text
     matches = [name for name in names if text and name.startswith(text)]
@@ -51,6 +51,13 @@ def resolve_session(home: Path, given: str) -> str:
     )
 
 
+def _session_dirs(root: Path) -> list[Path]:
+    """The directories of sessions/, sorted; loopd's own (`.forget`, its forget plans) left out."""
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
 def _records(directory: Path) -> list[proto.SessionRecord]:
     read = proto.SESSION_LOG.read(directory / proto.LOG_FILE)
     if problems := read.problems():
@@ -62,9 +69,7 @@ def sessions_list(home: Path, *, as_json: bool) -> int:
     """Every session, oldest first: id, created, records, last activity."""
     root = home / "sessions"
     summaries = []
-    for directory in sorted(root.iterdir()) if root.is_dir() else []:
-        if not directory.is_dir():
-            continue
+    for directory in _session_dirs(root):
         try:
             baseline = proto.read_baseline(directory)
         except (OSError, ValueError) as exc:
