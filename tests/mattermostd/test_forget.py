@@ -468,3 +468,17 @@ def test_a_permalink_needs_no_team() -> None:
     assert permalink("https://chat.example.org/", "p" * 26) == (
         "https://chat.example.org/_redirect/pl/" + "p" * 26
     )
+
+
+async def test_forget_with_yes_forgets_at_once_and_edits_its_answer_too(running: Running) -> None:
+    run = running
+    run.says(f"!forget --yes {SECRET}")
+    swept = await run.bot_says("in Mattermost:")
+    [forget] = run.broker.forgets
+    assert forget.text == SECRET
+    assert holds_no_copy(swept.message)
+    assert "forgotten, everywhere boxmaker had written it:" in "\n".join(
+        p.message for p in run.bot_posts()
+    )
+    assert all(holds_no_copy(msgspec.json.encode(p.to_json())) for p in run.bot_posts())
+    assert holds_no_copy(run.state_file.read_bytes())

@@ -71,11 +71,16 @@ class Desk:
         try:
             answer = await self._answer(command, post)
         except proto.CallFailed as exc:
-            answer = _failed(exc)
+            await self.out.post(post.channel_id, root, _failed(exc))
+            return
         if isinstance(answer, entries.Confirm):
             await self._ask(answer, post.channel_id, root)
-        else:
-            await self.out.post(post.channel_id, root, answer)
+            return
+        await self.out.post(post.channel_id, root, answer)
+        if isinstance(command, entries.Forget) and command.confirmed:
+            # `!forget --yes`: the answer quotes the text as the preview does; the sweep
+            # edits it with the rest
+            await self.out.post(post.channel_id, root, await self._sweep(command.text))
 
     async def confirm(self, confirmation_id: str, answer: OwnerAnswer, how: str, post: str) -> None:
         """The owner answered a change's card (`post`: the reply, or the card reacted on)."""
