@@ -95,7 +95,7 @@ async def test_remember_why_and_undo_from_the_owners_posts(mms: MattermostStack)
     assert not mms.state().confirmations
 
 
-async def test_a_forget_is_shown_then_done_by_a_reaction_or_dropped_by_a_no(
+async def test_a_remove_is_shown_then_done_by_a_reaction_or_dropped_by_a_no(
     mms: MattermostStack,
 ) -> None:
     asked = mms.says("!remember Owner drinks tea.")
@@ -103,7 +103,7 @@ async def test_a_forget_is_shown_then_done_by_a_reaction_or_dropped_by_a_no(
     other = mms.says("!remember Owner walks to work.")
     await bot_says(mms, other, "memory.md updated (")
 
-    mms.says("!forget tea", root=asked)
+    mms.says("!remove tea", root=asked)
     shown = await bot_says(mms, asked, "Owner drinks tea.")
     code = card_code(shown)
     (open_card,) = mms.state().confirmations.values()
@@ -112,17 +112,17 @@ async def test_a_forget_is_shown_then_done_by_a_reaction_or_dropped_by_a_no(
     assert "Owner drinks tea." in memory(mms)
     assert not mms.state().confirmations
 
-    mms.says("!forget walks", root=asked)
+    mms.says("!remove walks", root=asked)
     shown = await bot_says(mms, asked, "Owner walks to work.")
     card = [p for p in mms.bot_posts(root=asked) if p.message == shown][-1]
     mms.says("yes", root=asked)  # no code: told how, nothing done
     await bot_says(mms, asked, "name the code on the card")
     assert "walks to work" in memory(mms)
     mms.react(card.id, "white_check_mark")
-    (forgot,) = await mms.until(  # audited with the card reacted on
-        lambda: [e for e in journal(mms) if owners_edit(e, card.id)], "the forget journalled"
+    (removed,) = await mms.until(  # audited with the card reacted on
+        lambda: [e for e in journal(mms) if owners_edit(e, card.id)], "the remove journalled"
     )
-    assert forgot.action == "remove"
+    assert removed.action == "remove"
     assert "walks to work" not in memory(mms)
     assert open_card.id not in mms.state().confirmations
 
@@ -130,12 +130,12 @@ async def test_a_forget_is_shown_then_done_by_a_reaction_or_dropped_by_a_no(
 async def test_a_change_waiting_for_a_yes_survives_a_killed_bridge(mms: MattermostStack) -> None:
     asked = mms.says("!remember Owner drinks tea.")
     await bot_says(mms, asked, "memory.md updated (")
-    mms.says("!forget tea", root=asked)
+    mms.says("!remove tea", root=asked)
     shown = await bot_says(mms, asked, "Reply **yes")
     await mms.kill()
     await mms.start()
     mms.says(f"yes {card_code(shown)}", root=asked)
-    await mms.until(lambda: memory(mms) == "", "the entry forgotten")
+    await mms.until(lambda: memory(mms) == "", "the entry removed")
 
 
 async def test_nobody_but_the_owner_commands_and_a_model_answer_is_never_a_command(

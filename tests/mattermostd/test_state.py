@@ -1,4 +1,5 @@
-"""The bridge's state file: version 2 round-trips, version 1 is read once, damage is set aside.
+"""The bridge's state file: version 3 round-trips, versions 1 and 2 are read once, damage is
+set aside.
 
 Version 1 is what bridges before issue 30 wrote: every field, `""` for "absent". The
 files below are written as that code wrote them (field for field), not made by the
@@ -18,11 +19,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from msgspec import UNSET
 
+import entries
+import proto
 from mattermostd._state import (
     DecidedInMattermost,
     Inflight,
     NoReplyPost,
     OpenApproval,
+    OpenConfirmation,
     ReplyCreating,
     ReplyPosted,
     State,
@@ -87,7 +91,7 @@ def store(tmp_path: Path, content: dict[str, Any] | bytes) -> StateStore:
     return StateStore(path)
 
 
-def test_a_version_1_file_is_read_once_and_written_back_as_version_2(
+def test_a_version_1_file_is_read_once_and_written_back_as_version_3(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     old = v1_file(
@@ -106,7 +110,7 @@ def test_a_version_1_file_is_read_once_and_written_back_as_version_2(
     states = store(tmp_path, old)
     with caplog.at_level(logging.INFO, logger="mattermostd.state"):
         state = states.load(now_ms=NOW_MS)
-    assert "upgraded from version 1 to 2" in caplog.text
+    assert "upgraded from version 1 to 3" in caplog.text
     assert (state.horizon, state.channels, state.handled) == (100, {DM: 900}, {"q" * 26: 7})
     assert state.strangers == ["s" * 26]
     assert [(i.said, i.reply_post) for i in state.inflight] == [
@@ -122,9 +126,9 @@ def test_a_version_1_file_is_read_once_and_written_back_as_version_2(
     assert approvals["ap-waiting"].post_ids == ["h" * 26]
     assert approvals["ap-legacy"].call_id is UNSET
     assert approvals["ap-legacy"].arguments is UNSET
-    # written back once: the file is version 2 now, and reads as the same state
+    # written back once: the file is version 3 now, and reads as the same state
     raw = json.loads(states.path.read_bytes())
-    assert raw["version"] == 2
+    assert raw["version"] == 3
     assert '""' not in states.path.read_text()  # no empty string stands for "absent"
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="mattermostd.state"):
@@ -139,7 +143,7 @@ def test_a_version_1_file_is_read_once_and_written_back_as_version_2(
         b'{"version": 1, "inflight": [{"post_id": 5}]',  # cut short
         json.dumps(v1_file(inflight=[{"post_id": "p" * 26}])).encode(),  # a field missing
         json.dumps(v1_file(approvals={"ap-x": v1_approval(decided=3)})).encode(),
-        json.dumps(v1_file(version=3)).encode(),  # a version this bridge does not know
+        json.dumps(v1_file(version=4)).encode(),  # a version this bridge does not know
         json.dumps({"horizon": 1}).encode(),  # no version at all
     ],
 )
@@ -160,7 +164,7 @@ def test_a_damaged_state_file_is_set_aside_and_the_bridge_starts_from_now(
 def test_a_new_state_file_starts_from_now(tmp_path: Path) -> None:
     states = StateStore(tmp_path / "mattermost" / "state.json")
     assert states.load(now_ms=NOW_MS) == State(horizon=NOW_MS)
-    assert json.loads(states.path.read_bytes()) == {"version": 2, "horizon": NOW_MS}
+    assert json.loads(states.path.read_bytes()) == {"version": 3, "horizon": NOW_MS}
 
 
 # -- every shape round-trips, and every version 1 record reads as what it meant ----------
@@ -212,7 +216,7 @@ STATES = st.builds(
 
 
 @given(STATES)
-def test_a_version_2_state_round_trips(state: State) -> None:
+def test_a_version_3_state_round_trips(state: State) -> None:
     assert msgspec.json.decode(msgspec.json.encode(state), type=State) == state
 
 
@@ -258,3 +262,77 @@ def test_a_version_1_approval_reads_as_what_it_meant(
         assert approval.status == Undecided(revised=revised or UNSET)
     assert approval.call_id == (call_id or UNSET)
     assert approval.arguments == (arguments or UNSET)
+
+
+def test_a_version_2_file_whose_card_has_an_untagged_edit_is_read_once_as_version_3(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A version 2 file, as bridges before issue 31 wrote it: a card's edit had no `type`."""
+    old = {
+        "version": 2,
+        "horizon": 100,
+        "channels": {DM: 900},
+        "inflight": [{**v1_inflight(), "reply_post": {"kind": "none"}}],
+        "confirmations": {
+            "cf-abc7m2": {
+                "id": "cf-abc7m2",
+                "channel_id": DM,
+                "root_id": ROOT,
+                "proposal": {"edit": {"action": "remove", "file": "memory", "old": "Tea."}},
+                "post_id": "c" * 26,
+            },
+            "cf-undo22": {
+                "id": "cf-undo22",
+                "channel_id": DM,
+                "root_id": ROOT,
+                "proposal": {
+                    "edit": {"action": "add", "file": "user", "text": "Tea."},
+                    "undoes": "ed-4k2x9q",
+                },
+            },
+        },
+    }
+    for stale in ("pending_post_id", "reply_id"):
+        del old["inflight"][0][stale]  # type: ignore[index]
+    states = store(tmp_path, old)
+    with caplog.at_level(logging.INFO, logger="mattermostd.state"):
+        state = states.load(now_ms=NOW_MS)
+    assert "upgraded from version 2 to 3" in caplog.text
+    removal = state.confirmations["cf-abc7m2"]
+    assert removal.proposal == entries.Proposal(edit=proto.MemoryRemove(file="memory", old="Tea."))
+    assert removal.post_id == "c" * 26
+    undo = state.confirmations["cf-undo22"].proposal
+    assert undo == entries.Proposal(
+        edit=proto.MemoryAdd(file="user", text="Tea."), undoes="ed-4k2x9q"
+    )
+    assert state.confirmations["cf-undo22"].post_id is UNSET
+    assert state.inflight[0].text == "hello"
+    raw = json.loads(states.path.read_bytes())
+    assert raw["version"] == 3
+    assert raw["confirmations"]["cf-abc7m2"]["proposal"]["type"] == "edit"
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="mattermostd.state"):
+        assert states.load(now_ms=NOW_MS) == state  # and reads as itself from now on
+    assert "upgraded" not in caplog.text
+
+
+def test_a_forgets_card_round_trips_beside_an_edits(tmp_path: Path) -> None:
+    states = StateStore(tmp_path / "state.json")
+    state = State(
+        confirmations={
+            "cf-forget": OpenConfirmation(
+                id="cf-forget",
+                channel_id=DM,
+                root_id=ROOT,
+                proposal=entries.ForgetProposal(text="ZEBRA-7731"),
+            ),
+            "cf-remove": OpenConfirmation(
+                id="cf-remove",
+                channel_id=DM,
+                root_id=ROOT,
+                proposal=entries.Proposal(edit=proto.MemoryRemove(file="memory", old="x")),
+            ),
+        }
+    )
+    states.save(state)
+    assert states.load(now_ms=NOW_MS) == state

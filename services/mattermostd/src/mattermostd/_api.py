@@ -271,6 +271,19 @@ class Api:
             params={"since": since_ms},
         )
 
+    async def channel_page(self, channel_id: str, page: int, per_page: int) -> PostList:
+        """One page of the channel's live posts, newest first (`?page=&per_page=`).
+
+        Page 0 is the newest `per_page` posts; a page with no posts in `order` is past the
+        oldest. The roots of the posts' threads may come too (in `posts`, not in `order`).
+        """
+        return await self._json(
+            PostList,
+            "GET",
+            f"/channels/{_segment(channel_id)}/posts",
+            params={"page": page, "per_page": per_page},
+        )
+
     async def thread(self, post_id: str) -> PostList:
         """A post's whole thread (GET /posts/{id}/thread)."""
         return await self._json(PostList, "GET", f"/posts/{_segment(post_id)}/thread")

@@ -20,6 +20,9 @@ returns, and the callers call it before the step it records:
    before it is shown, and `approval_closed` before the outcome is shown.
 7. The owner's confirmations: `confirmation_opened` before the change is shown, and
    `confirmation_closed` before it is applied, so one yes applies it at most once.
+8. A forget: `forget` redacts the state and saves it when the owner's yes is taken,
+   before the roles are asked, and again when the bridge's part is asked (copies made
+   meanwhile), so a bridge killed between keeps no copy the roles no longer have.
 
 A change that needs no order (the place in a channel, an author logged once) is saved
 with it too: the file is small and changes rarely against the turns it protects. Each
@@ -32,6 +35,9 @@ import time
 
 import trio
 
+import proto
+
+from ._forget import damaged_holding, holding, scrub_damaged, scrub_state, state_holds
 from ._state import (
     HANDLED_DAYS,
     DecidedInMattermost,
@@ -193,3 +199,18 @@ class Ledger:
         if confirmation is not None:
             self._save()
         return confirmation
+
+    # -- a forget ------------------------------------------------------------------------
+
+    def holding(self, text: str) -> list[proto.Holding]:
+        """What of the state file and its damaged copies holds `text` (writes nothing)."""
+        copies = damaged_holding(self._store.damaged(), text)
+        return holding(state_holds(self.state, text), copies, self._store.path)
+
+    def forget(self, text: str) -> list[proto.Holding]:
+        """Take `text` out of the state (saved at once) and its damaged copies."""
+        records = scrub_state(self.state, text)
+        if records:
+            self._save()
+        copies = scrub_damaged(self._store.damaged(), text)
+        return holding(records, copies, self._store.path)

@@ -14,11 +14,15 @@ matters, and always *before* the step it records is taken:
   (`reply_post`: none, being created, or posted).
 * `approvals`: approval posts made and not yet settled, each undecided (maybe with the
   owner's own version) or decided in Mattermost.
-* `confirmations`: changes the owner's own commands showed (`!forget`, `!undo`), each
-  waiting for the owner's yes with the exact edit to apply.
+* `confirmations`: changes the owner's own commands showed (`!remove`, `!undo`,
+  `!forget`), each waiting for the owner's yes with the exact change to apply.
 
 The file says its version. Version 1 (before issue 30) wrote `""` for "absent" and
-fields that together made a state; it is read once, written back as version 2.
+fields that together made a state; version 2 (before issue 31) kept only memory edits in
+a confirmation, untagged. Each is read once and written back as version 3.
+
+A damaged file is set aside as `state.json.damaged-<time>` (`StateStore.damaged`): a
+forget scrubs those copies too.
 """
 
 from __future__ import annotations
@@ -163,13 +167,13 @@ class OpenConfirmation(msgspec.Struct, kw_only=True, omit_defaults=True):
     """`cf-` and six characters; its last three are the code the owner names."""
     channel_id: str
     root_id: str
-    proposal: entries.Proposal
+    proposal: entries.Proposal | entries.ForgetProposal
     post_id: str | UnsetType = UNSET
     """The post that shows the change (its ✅ or ❌ answers too), once it exists."""
 
 
-class State(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="version", tag=2):
-    """The whole state file (version 2; `_StateV1` reads a version 1 file once)."""
+class State(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="version", tag=3):
+    """The whole state file (version 3; `_StateV2` and `_StateV1` read older ones once)."""
 
     horizon: int = 0
     channels: dict[str, int] = msgspec.field(default_factory=dict)
@@ -290,7 +294,51 @@ class _StateV1(msgspec.Struct, kw_only=True, tag_field="version", tag=1):
         )
 
 
-_DECODER = msgspec.json.Decoder(State | _StateV1)
+# -- version 2, as bridges before issue 31 wrote it: a confirmation's edit untagged ------
+
+
+class _OpenConfirmationV2(msgspec.Struct, kw_only=True):
+    id: str
+    channel_id: str
+    root_id: str
+    proposal: entries.Proposal
+    """Read alone (not in a union), a tagged Struct takes an object without its tag."""
+    post_id: str | UnsetType = UNSET
+
+    def upgraded(self) -> OpenConfirmation:
+        return OpenConfirmation(
+            id=self.id,
+            channel_id=self.channel_id,
+            root_id=self.root_id,
+            proposal=self.proposal,
+            post_id=self.post_id,
+        )
+
+
+class _StateV2(msgspec.Struct, kw_only=True, tag_field="version", tag=2):
+    horizon: int = 0
+    channels: dict[str, int] = msgspec.field(default_factory=dict)
+    handled: dict[str, int] = msgspec.field(default_factory=dict)
+    inflight: list[Inflight] = msgspec.field(default_factory=list)
+    approvals: dict[str, OpenApproval] = msgspec.field(default_factory=dict)
+    confirmations: dict[str, _OpenConfirmationV2] = msgspec.field(default_factory=dict)
+    strangers: list[str] = msgspec.field(default_factory=list)
+
+    def upgraded(self) -> State:
+        return State(
+            horizon=self.horizon,
+            channels=self.channels,
+            handled=self.handled,
+            inflight=self.inflight,
+            approvals=self.approvals,
+            confirmations={k: c.upgraded() for k, c in self.confirmations.items()},
+            strangers=self.strangers,
+        )
+
+
+_DECODER = msgspec.json.Decoder(State | _StateV2 | _StateV1)
+DAMAGED_INFIX = ".damaged-"
+"""A damaged state file is set aside as `state.json.damaged-<time>`."""
 
 
 class StateStore:
@@ -316,7 +364,7 @@ class StateStore:
         try:
             read = _DECODER.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            aside = self.path.with_name(f"{self.path.name}.damaged-{now_ms}")
+            aside = self.path.with_name(f"{self.path.name}{DAMAGED_INFIX}{now_ms}")
             self.path.rename(aside)
             log.error(
                 "the state file %s is damaged (%s); it was moved to %s and the bridge starts "
@@ -332,10 +380,11 @@ class StateStore:
         match read:
             case State():
                 return read
-            case _StateV1():
+            case _StateV2() | _StateV1():
                 state = read.upgraded()
                 self.save(state)
-                log.info("the state file %s was upgraded from version 1 to 2", self.path)
+                old = type(read).__struct_config__.tag
+                log.info("the state file %s was upgraded from version %s to 3", self.path, old)
                 return state
             case _:
                 assert_never(read)
@@ -343,3 +392,7 @@ class StateStore:
     def save(self, state: State) -> None:
         """Write the state atomically (mode 0600)."""
         proto.write_atomically(self.path, msgspec.json.encode(state))
+
+    def damaged(self) -> list[Path]:
+        """The damaged state files set aside so far, oldest first."""
+        return sorted(self.path.parent.glob(f"{self.path.name}{DAMAGED_INFIX}*"))
