@@ -35,7 +35,6 @@ import entries
 import proto
 from proto import ForgetPlan, HandChange, LinesEdit, WholeEdit
 
-from ._edits import read_history
 from ._files import MemoryDir
 
 __all__ = [
@@ -332,22 +331,24 @@ def apply_plan_files(memory: MemoryDir, plan: ForgetPlan, steps: ForgetSteps) ->
             conflicts.append(str(exc))
             continue
         conflicts += outcome.conflicts
-    append_journal_lines(memory, plan.plan, steps.journal)
+    append_journal_lines(memory, steps.journal)
     return conflicts
 
 
-def append_journal_lines(memory: MemoryDir, plan: str, lines: list[str]) -> None:
-    """Append each of a forget's own journal lines not already in the journal."""
+def append_journal_lines(memory: MemoryDir, lines: list[str]) -> None:
+    """Append each of a forget's own journal lines that is not in the journal yet.
+
+    A line is known by its bytes (its time is the plan's), not by its `forgotten` mark:
+    a line the forget redacted carries the same mark.
+    """
     if not lines:
         return
-    there = {
-        line.file
-        for line in read_history(memory, None)
-        if isinstance(line, HandChange) and line.forgotten == plan
-    }
+    there: set[bytes] = set()
+    if memory.edits.is_dir():
+        for path in memory.edits.glob("*.jsonl"):
+            there.update(path.read_bytes().split(b"\n"))
     for raw in lines:
-        line = msgspec.json.decode(raw, type=HandChange)
-        if line.file not in there:
+        if raw.encode() not in there:
             memory.append_journal(raw, proto.utc_now())
 
 

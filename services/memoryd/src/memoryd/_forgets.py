@@ -223,7 +223,7 @@ class Forgets:
         counts = dict(files.counts)
         rows: list[RowStep] = []
         archive = False
-        if self.index.ready.is_set():
+        if self.index.is_open:
             forgetting = self.index.plan_forget(needle)
             rows = [RowStep(rowid=r, old=old, new=new) for r, old, new in forgetting.rows]
             archive = forgetting.archive
@@ -244,7 +244,7 @@ class Forgets:
 
     async def _apply_index(self, plan: str, needle: str | None) -> list[str]:
         """The index's part (under `Index.forgetting`); verified when `needle` is given."""
-        if not self.index.ready.is_set():
+        if not self.index.is_open:
             return ["index: not open; its part is finished at memoryd's next start"]
         steps = await trio.to_thread.run_sync(read_steps, self.plans, plan)
         forgetting = Forgetting(
@@ -252,6 +252,7 @@ class Forgets:
         )
         try:
             conflicts, vacuum = await trio.to_thread.run_sync(self.index.apply_forget, forgetting)
+            self.index.recount()
             if vacuum:
                 log.info("vacuuming %s once: it was built before secure-delete", self.index.path)
                 await trio.to_thread.run_sync(self.index.vacuum)
@@ -268,7 +269,7 @@ class Forgets:
         conflicts = await trio.to_thread.run_sync(self._apply_files, plan)
         conflicts += await self._apply_index(plan.plan, needle)
         conflicts += await trio.to_thread.run_sync(self._verify_files, plan, needle)
-        if self.index.ready.is_set():
+        if self.index.is_open:
             await trio.to_thread.run_sync(self._remove, plan.plan)
         return conflicts
 

@@ -630,8 +630,16 @@ class Index:
             self.bounds.clear()
             self._cursors.clear()
             self._archive_size = None
-            self._rescan.set()
         return conflicts, vacuum
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the file is open (at start, before it is `ready`, too)."""
+        return self._writer is not None
+
+    def recount(self) -> None:
+        """Count the terms again (rows were rewritten); from the trio thread."""
+        self._rescan.set()
 
     def vacuum(self) -> None:
         """Rewrite the whole file once, in memory (blocking; under `forgetting`)."""

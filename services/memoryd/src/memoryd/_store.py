@@ -26,6 +26,7 @@ from typing import Any
 
 import sqlean
 
+import proto
 from proto import Class, Label
 
 from ._logs import (
@@ -282,7 +283,14 @@ def holding_rows(conn: Connection, needle: str) -> list[tuple[int, str, str, str
     folded = needle.lower()
 
     def holds(text: object) -> bool:
-        return isinstance(text, str) and folded in text.lower()
+        if not isinstance(text, str):
+            return False
+        if folded in text.lower():
+            return True
+        if "\\" not in text:
+            return False  # nothing escaped: nothing more to decode
+        # A tool call's row, `name arguments`: its arguments are JSON, judged decoded.
+        return proto.holds_value(text.partition(" ")[2], needle)
 
     conn.create_function("forget_holds", 1, holds, deterministic=True)
     found = conn.execute("SELECT id, c0 FROM hits_content WHERE forget_holds(c0)").fetchall()
