@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -13,17 +14,14 @@ from pathlib import Path
 import msgspec
 import pytest
 import sqlean
-import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memoryd_harness import SESSION, append, log_path, said, user
 
 import entries
 import proto
-from memoryd import Memoryd
-from memoryd._config import resolve
+from memoryd import Memoryd, on_home
 from memoryd._edits import read_history, reconcile
-from memoryd._files import ensure_private_dir
 from memoryd._forget import PLAN_DIR, redact_journal_line
 from memoryd._owner import plan_undo
 from proto import (
@@ -46,28 +44,12 @@ _encoder = msgspec.json.Encoder()
 
 
 @asynccontextmanager
-async def running(base: Path, *, recover: bool = False) -> AsyncIterator[Memoryd]:
-    """memoryd on the home under `base`, its index open and caught up (no sockets).
-
-    `recover`: start as `serve` does, finishing committed plans first.
-    """
-    (base / "soul.md").write_text("a persona\n")
-    config = proto.MemorydConfig(paths=proto.PathsSection(home=str(base / "home")))
-    role = Memoryd(resolve(config, config_dir=base))
-    role.memory.ensure(role.settings.soul_starter)
-    ensure_private_dir(role.settings.index_dir)
-    if recover:
-        role.forgets.recover_files()
-        reconcile(role.memory)
-    shutdown = trio.Event()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(role.index.run, shutdown, role.forgets.recover)
-        with trio.fail_after(CAP_S):
-            await role.index.caught_up.wait()
-        try:
-            yield role
-        finally:
-            shutdown.set()
+async def running(base: Path) -> AsyncIterator[Memoryd]:
+    """memoryd on the home under `base` as `serve` starts it (committed plans finished)."""
+    starter = base / "soul.md"
+    starter.write_text("a persona\n")
+    async with on_home(base / "home", soul_starter=starter) as role:
+        yield role
 
 
 def journal_line(before: list[str], after: list[str], arguments: str, call: str) -> str:
@@ -283,7 +265,7 @@ async def test_a_kill_half_way_is_finished_at_the_next_start(short_dir: Path) ->
         for edit in committed.edits[: len(committed.edits) // 2]:  # killed half-way
             proto.apply_edit(home / "memory", edit)
     assert holders(home, needle)
-    async with running(short_dir, recover=True) as role:
+    async with running(short_dir) as role:
         assert holders(home, needle) == []
         assert proto.read_plan(plan_dir, PLAN) is None
         found = await role.index.search("zebra 7731", 10)
@@ -357,3 +339,25 @@ async def test_the_broker_socket_serves_the_four_kinds(short_dir: Path) -> None:
         assert applied.conflicts == []
         with pytest.raises(proto.ServiceError):
             await role.handle_broker(ForgetLook(text="x"), conn)  # type: ignore[arg-type]
+
+
+async def test_an_undecided_plan_is_deleted_at_start_and_a_committed_one_is_kept_by_abort(
+    short_dir: Path,
+) -> None:
+    async with running(short_dir) as role:
+        spread(role, ["ZEBRA-7731"])
+        await role.forgets.prepare(PLAN, "zebra-7731")
+        await role.forgets.prepare("fg-decided0001", "an entry")
+        plans = role.forgets.plans
+        decided = proto.read_plan(plans, "fg-decided0001")
+        assert decided is not None
+        proto.write_plan(plans, msgspec.structs.replace(decided, committed=True))
+        await role.forgets.abort("fg-decided0001")
+        assert proto.read_plan(plans, "fg-decided0001") is not None, "decided: abort keeps it"
+        hour_ago = datetime.now(UTC).timestamp() - 2 * 3600
+        os.utime(plans / f"{PLAN}.json", (hour_ago, hour_ago))
+        home = role.settings.home
+    async with running(short_dir) as role:
+        assert sorted(p.name for p in plans.iterdir()) == []
+        assert holders(home, "zebra-7731"), "never decided: nothing forgotten"
+        assert "an entry that stays" not in role.memory.read_entries("memory")
