@@ -16,7 +16,7 @@ import pytest
 import sqlean
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memoryd_harness import SESSION, append, log_path, said, user
+from memoryd_harness import SESSION, append, log_path, progress, said, user
 
 import entries
 import proto
@@ -299,15 +299,17 @@ async def test_a_log_rewritten_by_loopd_is_read_again_by_count(short_dir: Path) 
         append(sessions, [user("first ZEBRA-7731"), user("second")])
         await role.index.session_updated(SESSION)
         await role.forgets.apply(PLAN, "zebra-7731")
+        append(sessions, [user("third words")])
+        await role.index.session_updated(SESSION)  # a cursor again, into the old bytes
         path = log_path(sessions)
         lines = path.read_bytes().split(b"\n")
         redacted = [proto.redact_line(line, "zebra-7731") or line for line in lines]
-        proto.write_atomically(path, b"\n".join(redacted))  # loopd's step: a new inode
-        append(sessions, [user("third words")])
+        proto.write_atomically(path, b"\n".join(redacted))  # loopd's step, later: new inode
+        append(sessions, [user("fourth words")])
         await role.index.session_updated(SESSION)
-        found = await role.index.search("third", 10)
-        assert [f.text for f in found.found] == ["third words"]
-        assert [f.text for f in (await role.index.search("second", 10)).found] == ["second"]
+        assert [f.text for f in (await role.index.search("fourth", 10)).found] == ["fourth words"]
+        assert [f.text for f in (await role.index.search("third", 10)).found] == ["third words"]
+        assert progress(role.index.path) == {f"{SESSION}/0.jsonl": 4, "archive.md": 0}
 
 
 async def test_look_counts_and_offers_near_matches(short_dir: Path) -> None:

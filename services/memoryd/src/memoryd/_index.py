@@ -10,7 +10,14 @@ logs gained meanwhile.
 
 In memory, per log, a cursor (records read, bytes read, the session's label after
 them) spares re-reading a log from the start on each turn; `progress` in the file is
-the truth, and a log without a cursor is walked from its start once.
+the truth, and a log without a cursor is walked from its start once. A cursor into a
+file that has been replaced since (loopd rewrites a log for a forget) is not trusted:
+the log is walked again by record count.
+
+A forget (`forgetting`, `plan_forget`, `apply_forget`) holds the whole index, rewrites
+the rows holding the text in place (same rowid, same source), then has the WAL
+checkpointed and truncated. Every connection runs with `secure_delete`, and FTS5's
+`secure-delete` is set on `hits`, so nothing of a deleted row is left in either file.
 """
 
 from __future__ import annotations
@@ -395,8 +402,7 @@ class Index:
             cursor = self._cursors.get(found.key)
             try:
                 if cursor is not None and not cursor.still(found.path):
-                    cursor = self._cursors.pop(found.key)  # rewritten: offsets no longer hold
-                    grown = True
+                    grown = True  # rewritten (a forget): read again by count, not by offset
                 elif cursor is not None:
                     grown = found.path.stat().st_size > cursor.offset
                 else:
