@@ -151,6 +151,9 @@ class AppliedEdit(
     """The session's label when the call was decided (untrusted: it had read outside text)."""
     decided: Decided | None = None
     """Who decided it and where; None in lines written before boxmaker recorded it."""
+    forgotten: str | msgspec.UnsetType = msgspec.UNSET
+    """The forget (its plan id) that took a text out of this line; unset, and so absent
+    from the line, in every line no forget touched. Such an edit cannot be undone."""
 
 
 class HandChange(
@@ -172,6 +175,9 @@ class HandChange(
     file: JournalFile
     before: list[str]
     after: list[str]
+    forgotten: str | msgspec.UnsetType = msgspec.UNSET
+    """The forget (its plan id) that took a text out of this line, or that made this
+    change (entries holding the text removed whole); unset, and absent, otherwise."""
 
 
 JournalLine = AppliedEdit | HandChange
@@ -196,11 +202,18 @@ class _JournalLineV1(msgspec.Struct, frozen=True, kw_only=True):
     proposed: str | None = None
     undoes: str | None = None
     arguments: str | None = None
+    forgotten: str | msgspec.UnsetType = msgspec.UNSET
 
 
 def _from_v1(line: _JournalLineV1) -> JournalLine:
     if line.action == "unjournalled":
-        return HandChange(time=line.time, file=line.file, before=line.before, after=line.after)
+        return HandChange(
+            time=line.time,
+            file=line.file,
+            before=line.before,
+            after=line.after,
+            forgotten=line.forgotten,
+        )
     decided: Decided | None = None
     if line.surface is not None and line.decision == "approved":
         decided = OwnerApproved(surface=line.surface, proposed=line.proposed)
@@ -219,6 +232,7 @@ def _from_v1(line: _JournalLineV1) -> JournalLine:
         arguments=line.arguments,
         taint=line.taint,
         decided=decided,
+        forgotten=line.forgotten,
     )
 
 

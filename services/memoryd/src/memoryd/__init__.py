@@ -6,4 +6,5 @@ to the owner.
 
 from ._config import Settings as Settings
 from ._config import load_settings as load_settings
+from ._inprocess import on_home as on_home
 from ._service import Memoryd as Memoryd

@@ -51,6 +51,11 @@ class EditApplier:
         self._lock = trio.Lock()
         self._used: set[str] | None = None
 
+    @property
+    def lock(self) -> trio.Lock:
+        """Held while an edit is applied; a forget holds it too (no edit meanwhile)."""
+        return self._lock
+
     async def apply(self, request: ToolRequest) -> ToolResponse:
         """Apply one approved `memory` call; the reply's content is the sentence for the model."""
         try:

@@ -10,16 +10,24 @@ logs gained meanwhile.
 
 In memory, per log, a cursor (records read, bytes read, the session's label after
 them) spares re-reading a log from the start on each turn; `progress` in the file is
-the truth, and a log without a cursor is walked from its start once.
+the truth, and a log without a cursor is walked from its start once. A cursor into a
+file that has been replaced since (loopd rewrites a log for a forget) is not trusted:
+the log is walked again by record count.
+
+A forget (`forgetting`, `plan_forget`, `apply_forget`) holds the whole index, rewrites
+the rows holding the text in place (same rowid, same source), then has the WAL
+checkpointed and truncated. Every connection runs with `secure_delete`, and FTS5's
+`secure-delete` is set on `hits`, so nothing of a deleted row is left in either file.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -28,6 +36,7 @@ import trio
 
 import proto
 
+from ._forget import raw_holders
 from ._logs import (
     ARCHIVE_LOG,
     Cursor,
@@ -57,13 +66,24 @@ from ._store import (
     Writer,
     build,
     connect,
+    holding_rows,
     remove_file,
     roll_back,
+    secure_fts,
     session_rows,
+    set_secure_fts,
     verify,
 )
 
-__all__ = ["READERS", "Index", "IndexDamaged", "IndexUnavailable", "Rebuilt", "Search"]
+__all__ = [
+    "READERS",
+    "Forgetting",
+    "Index",
+    "IndexDamaged",
+    "IndexUnavailable",
+    "Rebuilt",
+    "Search",
+]
 
 log = logging.getLogger("memoryd.index")
 
@@ -85,6 +105,28 @@ class Rebuilt:
     logs: int
     records: int
     archive: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Forgetting:
+    """The index's part of a forget, worked out with the text: no text in it.
+
+    `rows`: `(rowid, hash of the text now, the text redacted)` of each session row holding
+    it; `archive`: whether archive rows hold it (they are read again from archive.md,
+    whose records holding it the forget removes).
+    """
+
+    rows: list[tuple[int, str, str]]
+    archive: bool
+    held: int = 0
+    """How many rows held it (session and archive rows), for the counts."""
+
+
+CHECKPOINT_TRIES = 12
+"""How often a forget asks for the WAL's truncation (backing off, about 40 s in all)."""
+
+NEAR_CANDIDATES = 200
+"""How many rows holding every word a preview reads to find its near matches."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,11 +164,22 @@ class Index:
 
     # -- lifetime ----------------------------------------------------------------------
 
-    async def run(self, shutdown: trio.Event) -> None:
-        """Open the index (building it when missing or damaged), catch up, serve, close."""
+    async def run(
+        self,
+        shutdown: trio.Event,
+        recover: Callable[[bool], Awaitable[None]] | None = None,
+    ) -> None:
+        """Open the index (building it when missing or damaged), catch up, serve, close.
+
+        `recover`, if given, is awaited before the index serves anything or catches up
+        (with True when the file was opened, False when it was built anew): a forget
+        decided before a crash finishes first.
+        """
         async with trio.open_nursery() as nursery:
             opened = await trio.to_thread.run_sync(self._open_existing)
             if opened:
+                if recover is not None:
+                    await recover(True)
                 self.ready.set()
                 self._rescan.set()
                 try:
@@ -139,6 +192,8 @@ class Index:
                     await self.rebuild()
                 except (OSError, IndexDamaged) as exc:
                     log.error("cannot build %s: %s (runbook: %s)", self.path, exc, RUNBOOK)
+                if recover is not None:
+                    await recover(False)
             self.caught_up.set()
             nursery.start_soon(self._keep_vocabulary)
             await shutdown.wait()
@@ -346,7 +401,9 @@ class Index:
                 continue
             cursor = self._cursors.get(found.key)
             try:
-                if cursor is not None:
+                if cursor is not None and not cursor.still(found.path):
+                    grown = True  # rewritten (a forget): read again by count, not by offset
+                elif cursor is not None:
                     grown = found.path.stat().st_size > cursor.offset
                 else:
                     grown = count_records(found.path) > indexed.get(found.key, 0)
@@ -492,3 +549,172 @@ class Index:
         self._archive_size = None
         self.vocabulary.clear()
         self.bounds.clear()
+
+    # -- forgetting --------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def forgetting(self) -> AsyncIterator[None]:
+        """Hold the index for a forget: no rebuild, write, search or scan meanwhile."""
+        async with self._rebuild_lock:
+            if self._scanning is not None:
+                self._scanning.cancel()  # it holds a read of the file: the WAL could not shrink
+            async with self._exclusive():
+                yield
+
+    async def look(self, needle: str) -> tuple[int, list[str]]:
+        """How many rows hold `needle`, and the texts of rows near it (writes nothing)."""
+        await self.caught_up.wait()
+        async with self._write_lock:
+            held = await trio.to_thread.run_sync(self.holding, needle)
+            near = await trio.to_thread.run_sync(self.near, needle)
+        return len(held), near
+
+    def holding(self, needle: str) -> list[tuple[int, str, str, str]]:
+        """Every row holding `needle` (blocking; under `forgetting`)."""
+        try:
+            return holding_rows(self._writing().conn, needle)
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot read {self.path}: {exc}") from exc
+
+    def plan_forget(self, needle: str) -> Forgetting:
+        """The index's part of forgetting `needle` (blocking; under `forgetting`)."""
+        rows: list[tuple[int, str, str]] = []
+        archive = False
+        held = self.holding(needle)
+        for rowid, text, kind, role in held:
+            if kind == "archive":
+                archive = True
+                continue
+            rows.append((rowid, _hash(text), redact_row(text, role, needle)))
+        return Forgetting(rows=rows, archive=archive, held=len(held))
+
+    def near(self, needle: str) -> list[str]:
+        """Texts of rows holding every word of `needle` but not `needle` (blocking)."""
+        needle_words = proto.words(needle)
+        if not needle_words:
+            return []
+        query = " ".join(f'"{word}"' for word in needle_words)
+        try:
+            found = (
+                self._writing()
+                .conn.execute(
+                    "SELECT text FROM hits WHERE hits MATCH ? LIMIT ?", (query, NEAR_CANDIDATES)
+                )
+                .fetchall()
+            )
+        except sqlean.Error as exc:
+            log.warning("cannot look for near matches: %s", exc)
+            return []
+        return [str(text) for (text,) in found if proto.is_near(str(text), needle)]
+
+    def apply_forget(self, forgetting: Forgetting) -> tuple[list[str], bool]:
+        """Put the rows back redacted and read archive rows again (blocking; under `forgetting`).
+
+        Sets FTS5's `secure-delete` first where the index was built before it. Every
+        cursor is dropped: loopd rewrites the session logs in its own step, so byte offsets
+        into them no longer hold. Returns the conflicts, and whether the file wants its
+        one `VACUUM` (it was built before `secure-delete`: its freed pages may hold text).
+        """
+        writer = self._writing()
+        conflicts: list[str] = []
+        try:
+            vacuum = not secure_fts(writer.conn)
+            if vacuum:
+                writer.conn.execute("BEGIN IMMEDIATE")
+                set_secure_fts(writer.conn)
+                writer.conn.execute("COMMIT")
+            with self.vocabulary.removing():
+                _, _, conflicts = writer.put_back(forgetting.rows)
+                if forgetting.archive:
+                    rows, count = archive_rows(
+                        self.sources.archive, max_class=self.sources.max_class
+                    )
+                    writer.replace_archive(rows, count)
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
+        finally:
+            self.bounds.clear()
+            self._cursors.clear()
+            self._archive_size = None
+        return conflicts, vacuum
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the file is open (at start, before it is `ready`, too)."""
+        return self._writer is not None
+
+    def recount(self) -> None:
+        """Count the terms again (rows were rewritten); from the trio thread."""
+        self._rescan.set()
+
+    def vacuum(self) -> None:
+        """Rewrite the whole file once, in memory (blocking; under `forgetting`)."""
+        conn = self._writing().conn
+        try:
+            conn.execute("PRAGMA temp_store=MEMORY")
+            conn.execute("VACUUM")
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot vacuum {self.path}: {exc}") from exc
+
+    async def truncate_wal(self) -> bool:
+        """Checkpoint the WAL into the file and truncate it; False if readers kept it busy.
+
+        Under `forgetting`: memoryd's own readers are idle; a scan of the best scores
+        started meanwhile is cancelled again, and the call backs off between tries.
+        """
+        delay = 0.05
+        for _ in range(CHECKPOINT_TRIES):
+            busy = await trio.to_thread.run_sync(self._checkpoint)
+            if not busy:
+                return True
+            if self._scanning is not None:
+                self._scanning.cancel()
+            await trio.sleep(delay)
+            delay = min(delay * 2, 8.0)
+        return False
+
+    def _checkpoint(self) -> bool:
+        try:
+            row = self._writing().conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlean.Error as exc:
+            log.warning("checkpoint of %s: %s", self.path, exc)
+            return True
+        return bool(row[0])
+
+    def verify_forget(self, needle: str) -> list[str]:
+        """Where the index still holds `needle`: a row MATCH finds, or the file's bytes."""
+        conflicts: list[str] = []
+        needle_words = proto.words(needle)
+        if needle_words:
+            query = " ".join(f'"{word}"' for word in needle_words)
+            try:
+                found = self._writing().conn.execute(
+                    "SELECT rowid, text FROM hits WHERE hits MATCH ?", (query,)
+                )
+                conflicts += [
+                    f"index row {rowid}: still holds it"
+                    for rowid, text in found
+                    if proto.holds(str(text), needle)
+                ]
+            except sqlean.Error as exc:
+                conflicts.append(f"index: cannot be searched: {exc}")
+        files = [self.path, Path(f"{self.path}-wal")]
+        conflicts += [f"{name}: its bytes still hold it" for name in raw_holders(files, needle)]
+        return conflicts
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def redact_row(text: str, role: str, needle: str) -> str:
+    """A row's text with `needle` taken out, as reading the redacted log would give it.
+
+    A tool call's row is `name arguments`; loopd redacts the arguments as JSON (decoded,
+    redacted, encoded again), so its row is redacted the same way.
+    """
+    if role == "tool_call":
+        name, space, arguments = text.partition(" ")
+        if space:
+            return f"{proto.redact(name, needle)} {proto.redact_value(arguments, needle)}"
+    return proto.redact(text, needle)

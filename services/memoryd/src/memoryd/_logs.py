@@ -73,11 +73,26 @@ class Row(NamedTuple):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Cursor:
-    """How far a log has been read: complete records, their bytes, the label after them."""
+    """How far a log has been read: complete records, their bytes, the label after them.
+
+    `inode` is the file's when it was read: a log rewritten since (a forget, by loopd,
+    atomically: a new inode) has other byte offsets, so its cursor no longer holds and
+    the log is walked again from its start, by record count.
+    """
 
     records: int
     offset: int
     label: Label
+    inode: int = 0
+
+    def still(self, path: Path) -> bool:
+        """Whether this cursor still points into `path` (the same file, not a rewrite)."""
+        if self.offset == 0:
+            return True
+        try:
+            return os.stat(path).st_ino == self.inode
+        except OSError:
+            return False
 
 
 START = Cursor(records=0, offset=0, label=proto.SESSION_START)
@@ -165,6 +180,10 @@ def read_log(
         complete line.
     """
     rows: list[Row] = []
+    try:
+        inode = os.stat(found.path).st_ino  # before the read: a rewrite after it shows next time
+    except FileNotFoundError:
+        inode = 0
     label, record, offset = start.label, start.records, start.offset
     bad: list[proto.Line[SessionRecord]] = []
     for line in SESSION_LOG.lines(found.path, offset=start.offset, number=start.records + 1):
@@ -188,7 +207,7 @@ def read_log(
             bad[0].number,
             bad[0].problem,
         )
-    return rows, Cursor(records=record, offset=offset, label=label)
+    return rows, Cursor(records=record, offset=offset, label=label, inode=inode)
 
 
 def _add_rows(

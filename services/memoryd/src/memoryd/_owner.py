@@ -17,6 +17,7 @@ import entries
 import proto
 from proto import (
     AppliedEdit,
+    Error,
     FoundEntry,
     HandChange,
     JournalLine,
@@ -87,17 +88,26 @@ def find(
 
 def plan_undo(
     journal: list[JournalLine], edit: str | None
-) -> UndoPlanned | UndoHandChange | NoSuchEdit:
+) -> UndoPlanned | UndoHandChange | NoSuchEdit | Error:
     """What undoing the newest journal line (or the line whose id is `edit`) would do.
 
     The whole journal is searched, so an edit of any age is found. A hand change is not
     an edit boxmaker applied: there is nothing of its own to undo, and the owner changes
-    the file back with an editor.
+    the file back with an editor. A line a forget touched (or made) is refused: undoing
+    it would need the text back, and the forget took it out.
     """
     if edit is None:
         line = journal[-1] if journal else None
     else:
         line = next((j for j in reversed(journal) if proto.edit_id(j) == edit), None)
+    if line is not None and line.forgotten is not msgspec.UNSET:
+        return Error(
+            code="forgotten",
+            message=(
+                f"edit {proto.edit_id(line)} touched a text that was forgotten; it cannot be "
+                "undone; to have it back, tell it again"
+            ),
+        )
     match line:
         case None:
             return NoSuchEdit(edit=edit)

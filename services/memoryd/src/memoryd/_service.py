@@ -14,6 +14,10 @@ import trio
 import proto
 from proto import (
     Connection,
+    ForgetAbort,
+    ForgetApply,
+    ForgetLook,
+    ForgetPrepare,
     HistoryEdit,
     MemoryBlock,
     MemoryBlockReply,
@@ -37,6 +41,7 @@ from ._block import memory_block
 from ._config import Settings
 from ._edits import EditApplier, history_page, read_history
 from ._files import MemoryDir, MemoryUnavailable, ensure_private_dir
+from ._forgets import Forgets
 from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable, Search
 from ._owner import find, plan_undo
 from ._recall import label_of, recall_record, render
@@ -71,6 +76,7 @@ class Memoryd:
                 max_class=settings.max_class,
             ),
         )
+        self.forgets = Forgets(self.memory, self.edits, self.index)
 
     async def start(self, work: trio.Nursery, shutdown: trio.Event) -> str:
         """Serve the three sockets in `work` until `shutdown`; return a status line.
@@ -80,7 +86,7 @@ class Memoryd:
         """
         s = self.settings
         ensure_private_dir(s.index_dir)
-        work.start_soon(self.index.run, shutdown)
+        work.start_soon(self.index.run, shutdown, self.forgets.recover)
         serve = partial(proto.serve_unix, shutdown=shutdown, read_timeout_s=s.read_timeout_s)
         for spec, path, handler, peers in (
             (proto.LOOP_MEMORY, s.loop_socket, self.handle_loop, s.loop_peers),
@@ -122,7 +128,25 @@ class Memoryd:
     # -- brokerd -----------------------------------------------------------------------
 
     async def handle_broker(self, request: proto.BrokerMemoryRequest, conn: Connection) -> Message:
-        """tool_request for `memory` (and `recall`) → tool_response."""
+        """tool_request for `memory` (and `recall`) → tool_response; the forget's four kinds."""
+        match request:
+            case ToolRequest():
+                return await self.tool(request)
+            case ForgetLook():
+                return await self.forgets.look(_needle(request.text))
+            case ForgetPrepare():
+                return await self.forgets.prepare(request.plan, _needle(request.text))
+            case ForgetApply():
+                text = None if request.text is None else _needle(request.text)
+                return await self.forgets.apply(request.plan, text)
+            case ForgetAbort():
+                await self.forgets.abort(request.plan)
+                return Ok()
+            case _:
+                assert_never(request)
+
+    async def tool(self, request: ToolRequest) -> ToolResponse:
+        """The `memory` and `recall` tools."""
         match request.call.name:
             case "memory":
                 reply = await self.edits.apply(request)
@@ -204,8 +228,9 @@ class Memoryd:
             )
 
     def _log_recall(self, record: proto.RecallRecord, now: datetime) -> None:
-        self.memory.recalls.mkdir(mode=0o700, exist_ok=True)
-        proto.append_line(proto.month_file(self.memory.recalls, now), _encoder.encode(record))
+        with self.forgets.files_lock:  # a forget rewriting the log would lose the line
+            self.memory.recalls.mkdir(mode=0o700, exist_ok=True)
+            proto.append_line(proto.month_file(self.memory.recalls, now), _encoder.encode(record))
 
     async def recall_query(self, request: RecallQuery) -> ToolResponse:
         """The owner's own search: the recall engine and format, no recall-log line."""
@@ -248,3 +273,11 @@ class Memoryd:
             await self.index.archive_changed()
         except (IndexDamaged, OSError) as exc:
             log.error("archive.md changed but could not be indexed: %s (runbook: %s)", exc, RUNBOOK)
+
+
+def _needle(text: str) -> str:
+    """The text to forget as given, or the refusal that says why it cannot be."""
+    problem = proto.forget_problem(text)
+    if problem is not None:
+        raise ServiceError("bad-arguments", problem)
+    return text.strip()

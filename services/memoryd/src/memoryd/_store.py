@@ -16,6 +16,7 @@ name, so an old connection would otherwise write into the new file's journal.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 import threading
@@ -25,6 +26,7 @@ from typing import Any
 
 import sqlean
 
+import proto
 from proto import Class, Label
 
 from ._logs import (
@@ -46,8 +48,12 @@ __all__ = [
     "Writer",
     "build",
     "connect",
+    "holding_rows",
+    "private",
     "remove_file",
     "roll_back",
+    "secure_fts",
+    "set_secure_fts",
     "verify",
 ]
 
@@ -91,9 +97,35 @@ def connect(path: Path) -> Connection:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=10000")
+        private(conn)
     except sqlean.Error as exc:
         raise IndexDamaged(f"{path} cannot be opened: {exc}") from exc
     return conn
+
+
+def private(conn: Connection) -> None:
+    """What every connection to an index sets: deleted text leaves no trace in the file.
+
+    `secure_delete` zeroes freed content (per connection, and its default depends on the
+    build); `temp_store=MEMORY` keeps temporary tables (the bounds' tokenizer, a VACUUM's
+    copy) out of temporary files.
+    """
+    conn.execute("PRAGMA secure_delete=ON")
+    conn.execute("PRAGMA temp_store=MEMORY")
+
+
+def secure_fts(conn: Connection) -> bool:
+    """Whether FTS5's `secure-delete` is set on `hits` (not in an index built before it)."""
+    row = conn.execute("SELECT v FROM hits_config WHERE k = 'secure-delete'").fetchone()
+    return row is not None and bool(row[0])
+
+
+def set_secure_fts(conn: Connection) -> None:
+    """Set FTS5's `secure-delete` on `hits`: a delete leaves none of a row's tokens behind.
+
+    Kept in `hits_config`, so the tables' `sql` (what `verify` compares) is unchanged.
+    """
+    conn.execute("INSERT INTO hits(hits, rank) VALUES('secure-delete', 1)")
 
 
 def _create_private(path: Path) -> None:
@@ -139,6 +171,7 @@ def create_schema(conn: Connection) -> None:
     conn.execute("BEGIN")
     for statement in SCHEMA:
         conn.execute(statement)
+    set_secure_fts(conn)
     conn.execute("COMMIT")
 
 
@@ -210,6 +243,72 @@ class Writer:
             raise
         self.next_rowid = first + len(rows)
 
+    def put_back(self, steps: list[tuple[int, str, str]]) -> tuple[int, int, list[str]]:
+        """Put rows back with new text, same rowid and source: `(rowid, old hash, new)`.
+
+        Idempotent, like a plan's file edits: a row whose text hashes to `old` is
+        rewritten, one that is `new` already is skipped, anything else is a conflict
+        (reported, left). Returns what was applied, skipped, and the conflicts.
+        """
+        applied = skipped = 0
+        conflicts: list[str] = []
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for rowid, old, new in steps:
+                row = self.conn.execute(
+                    "SELECT c0 FROM hits_content WHERE id = ?", (rowid,)
+                ).fetchone()
+                if row is None:
+                    conflicts.append(f"index row {rowid}: the row is gone")
+                elif row[0] == new:
+                    skipped += 1
+                elif hashlib.sha256(str(row[0]).encode()).hexdigest() == old:
+                    self.conn.execute("UPDATE hits SET text = ? WHERE rowid = ?", (new, rowid))
+                    applied += 1
+                else:
+                    conflicts.append(f"index row {rowid}: changed since the plan was made")
+            self.conn.execute("COMMIT")
+        except BaseException:
+            roll_back(self.conn)
+            raise
+        return applied, skipped, conflicts
+
+
+def holding_rows(conn: Connection, needle: str) -> list[tuple[int, str, str, str]]:
+    """Every row whose text holds `needle` (any case): rowid, text, kind and role.
+
+    A scan of the stored text with a Python function (`proto.holds`'s rule), not a
+    MATCH: a text is not a sequence of FTS5 tokens (a part of a word, punctuation).
+    """
+    folded = needle.lower()
+
+    def holds(text: object) -> bool:
+        if not isinstance(text, str):
+            return False
+        if folded in text.lower():
+            return True
+        if "\\" not in text:
+            return False  # nothing escaped: nothing more to decode
+        # A tool call's row, `name arguments`: its arguments are JSON, judged decoded.
+        return proto.holds_value(text.partition(" ")[2], needle)
+
+    conn.create_function("forget_holds", 1, holds, deterministic=True)
+    found = conn.execute("SELECT id, c0 FROM hits_content WHERE forget_holds(c0)").fetchall()
+    if not found:
+        return []
+    sources: dict[int, tuple[str, str]] = {}
+    ids = [rowid for rowid, _ in found]
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        for rowid, kind, role in conn.execute(
+            f"SELECT rowid, kind, role FROM sources WHERE rowid IN ({marks})", part
+        ):
+            sources[int(rowid)] = (str(kind), str(role))
+    return [
+        (int(rowid), str(text), *sources.get(int(rowid), ("session", ""))) for rowid, text in found
+    ]
+
 
 def roll_back(conn: Connection) -> None:
     """End `conn`'s transaction, if SQLite has not ended it already."""
@@ -249,7 +348,9 @@ def session_rows(
     carry = Label()
     for found in logs:
         done = indexed.get(found.key, 0)
-        start = cursors.get(found.key) or Cursor(records=0, offset=0, label=carry)
+        start = cursors.get(found.key)
+        if start is None or not start.still(found.path):  # none yet, or the log was rewritten
+            start = Cursor(records=0, offset=0, label=carry)
         try:
             new, cursor = read_log(found, start, indexed=done, max_class=max_class)
         except OSError as exc:
@@ -300,6 +401,7 @@ def build(target: Path, sources: Sources, stop: threading.Event) -> Built:
     _create_private(target)
     conn = sqlean.connect(os.fspath(target), isolation_level=None, check_same_thread=False)
     try:
+        private(conn)
         built = _fill(conn, target, sources, stop)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
