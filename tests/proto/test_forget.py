@@ -132,3 +132,14 @@ def test_plans_round_trip_and_hold_no_text(tmp_path: Path) -> None:
     assert proto.read_plan(tmp_path / ".forget", plan.plan) is None
     with pytest.raises(ValueError, match="not a plan id"):
         proto.read_plan(tmp_path, "../../etc")
+
+
+def test_a_number_in_a_tool_calls_arguments_is_found_but_a_records_own_is_not() -> None:
+    line = msgspec.json.encode({"line": 7731, "arguments": '{"code": 7731, "n": true}'})
+    assert proto.holds_value(msgspec.json.decode(line), "7731")
+    out = proto.redact_line(line, "7731")
+    assert out is not None
+    decoded = msgspec.json.decode(out)
+    assert decoded["line"] == 7731  # the record's shape stays
+    assert msgspec.json.decode(decoded["arguments"]) == {"code": "[forgotten]", "n": True}
+    assert proto.redact_line(msgspec.json.encode({"line": 7731}), "7731") is None

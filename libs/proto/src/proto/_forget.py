@@ -142,23 +142,32 @@ def redact(text: str, needle: str) -> str:
     return result
 
 
-def holds_value(value: Any, needle: str) -> bool:
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def holds_value(value: Any, needle: str, *, data: bool = False) -> bool:
     """Whether any string in a decoded JSON value holds `needle`.
 
     Keys count, and a string that is itself JSON (an object or an array) is decoded in
-    turn and judged by what it decodes to, not by its escapes.
+    turn and judged by what it decodes to, not by its escapes. Inside such a string
+    (`data`: a tool call's arguments) numbers count too, written as JSON writes them: an
+    argument `{"code": 7731}` holds "7731". A record's own numbers (counts, positions) are
+    its shape, not what anyone said.
     """
     if isinstance(value, str):
         inner = _json_inside(value)
-        return holds(value, needle) if inner is None else holds_value(inner, needle)
+        return holds(value, needle) if inner is None else holds_value(inner, needle, data=True)
     if isinstance(value, dict):
-        return any(holds(k, needle) or holds_value(v, needle) for k, v in value.items())
+        return any(holds(k, needle) or holds_value(v, needle, data=data) for k, v in value.items())
     if isinstance(value, list):
-        return any(holds_value(v, needle) for v in value)
+        return any(holds_value(v, needle, data=data) for v in value)
+    if data and _number(value):
+        return holds(msgspec.json.encode(value).decode(), needle)
     return False
 
 
-def redact_value(value: Any, needle: str) -> Any:
+def redact_value(value: Any, needle: str, *, data: bool = False) -> Any:
     """A decoded JSON value with `needle` taken out of every string in it.
 
     A string that is JSON (an object or an array) is redacted inside and encoded again,
@@ -168,13 +177,15 @@ def redact_value(value: Any, needle: str) -> Any:
         inner = _json_inside(value)
         if inner is None:
             return redact(value, needle)
-        if not holds_value(inner, needle):
+        if not holds_value(inner, needle, data=True):
             return value
-        return msgspec.json.encode(redact_value(inner, needle)).decode()
+        return msgspec.json.encode(redact_value(inner, needle, data=True)).decode()
     if isinstance(value, dict):
-        return {redact(k, needle): redact_value(v, needle) for k, v in value.items()}
+        return {redact(k, needle): redact_value(v, needle, data=data) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact_value(v, needle) for v in value]
+        return [redact_value(v, needle, data=data) for v in value]
+    if data and _number(value) and holds_value(value, needle, data=True):
+        return redact(msgspec.json.encode(value).decode(), needle)  # a number said: text now
     return value
 
 
