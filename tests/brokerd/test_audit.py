@@ -180,7 +180,12 @@ def tamper(path: Path, index: int, old: bytes, new: bytes) -> None:
             b'"call":"cX"',
             "2026-09.jsonl line 3: its MAC does not match",
         ),
-        (1, b'{"kind":"call",', b'{ "kind":"call",', "2026-09.jsonl line 2: its MAC does not match"),
+        (
+            1,
+            b'{"kind":"call",',
+            b'{ "kind":"call",',
+            "2026-09.jsonl line 2: its MAC does not match",
+        ),
         (
             1,
             b'\\"text\\":\\"x',

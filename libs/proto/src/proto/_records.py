@@ -66,6 +66,7 @@ __all__ = [
     "audit_commits",
     "audit_forget_key",
     "audit_mac",
+    "audit_text_commit",
     "edit_id",
     "unmatched_texts",
 ]
@@ -406,11 +407,15 @@ class AuditRecordV3(
 
 
 class Redacted(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A record a forget redacted: where it is (month file and 1-based line), and which fields."""
+    """A record a forget redacted: where it is (month file and 1-based line), and its fields.
+
+    `fields` maps each redacted field to the commitment of its redacted text (as
+    `audit_commits` makes them), so the redacted text cannot be changed again unseen.
+    """
 
     file: str
     line: int
-    fields: list[TextField]
+    fields: dict[TextField, str]
 
 
 class AuditRedaction(
@@ -425,7 +430,8 @@ class AuditRedaction(
     """The records forget `plan` redacts, appended (and fsynced) before any of them changes.
 
     What lets `verify` accept a text that no longer matches its commitment: only in a
-    record (and field) a redaction after it lists. Holds no text.
+    record (and field) a redaction after it lists, and only the redacted text it lists
+    the commitment of. Holds no text.
     """
 
     v: Literal[3]
@@ -639,7 +645,8 @@ def audit_forget_key(key: bytes) -> bytes:
     return _derived(key, "boxmaker audit forget digest key v1")
 
 
-def _commit(commit_key: bytes, field: TextField, record: AuditRecordV3, text: str) -> str:
+def audit_text_commit(commit_key: bytes, field: TextField, record: AuditRecordV3, text: str) -> str:
+    """The commitment to `text` as `record`'s `field`: bound to the field and the record."""
     return sign(
         commit_key,
         "boxmaker audit text v3",
@@ -661,29 +668,31 @@ def audit_commits(commit_key: bytes, record: AuditRecordV3) -> TextCommits:
     """The commitments to `record`'s text fields as they are (its `prev` set)."""
 
     def commit(field: TextField, text: str | None) -> str | None:
-        return None if text is None else _commit(commit_key, field, record, text)
+        return None if text is None else audit_text_commit(commit_key, field, record, text)
 
     return TextCommits(
-        arguments=_commit(commit_key, "arguments", record, record.arguments),
+        arguments=audit_text_commit(commit_key, "arguments", record, record.arguments),
         proposed=commit("proposed", record.proposed),
         reason=commit("reason", record.reason),
     )
 
 
-def unmatched_texts(commit_key: bytes, record: AuditRecordV3) -> list[TextField] | None:
+def unmatched_texts(commit_key: bytes, record: AuditRecordV3) -> dict[TextField, str] | None:
     """The text fields of `record` whose text does not match its commitment.
 
-    None when the record's commitments are not one per text field it has (not a record
+    Each with the commitment to the text it holds now (what a redaction lists). None
+    when the record's commitments are not one per text field it has (not a record
     brokerd wrote, whatever its MAC).
     """
     commits = record.commits
-    unmatched: list[TextField] = []
+    unmatched: dict[TextField, str] = {}
     for field, text in _texts(record).items():
         commit = getattr(commits, field)
         if (text is None) != (commit is None):
             return None
-        if text is not None and not hmac.compare_digest(
-            _commit(commit_key, field, record, text), commit
-        ):
-            unmatched.append(field)
+        if text is None:
+            continue
+        now = audit_text_commit(commit_key, field, record, text)
+        if not hmac.compare_digest(now, commit):
+            unmatched[field] = now
     return unmatched

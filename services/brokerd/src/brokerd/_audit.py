@@ -108,6 +108,9 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
 
 _month_files = month_files
 
+Listed = tuple[str, int, TextField, str]
+"""A field a redaction record lists: month file, line, field, commitment to its text."""
+
 
 def _records(n: int) -> str:
     return f"{n:,} record" if n == 1 else f"{n:,} records"
@@ -131,13 +134,14 @@ class _Walk:
     """(session, call) of `started` records without an outcome, and where each is."""
     old_versions: int = 0
     """V1 and V2 records: a log to move to V3."""
-    redacted: dict[tuple[str, int], tuple[str, list[TextField]]] = dataclasses.field(
+    redacted: dict[tuple[str, int], tuple[str, dict[TextField, str]]] = dataclasses.field(
         default_factory=dict
     )
     """(month file, line) of V3 call records whose texts do not match their commitments,
-    where each is and which fields, not yet listed by a redaction record."""
-    listed: dict[str, set[tuple[str, int, TextField]]] = dataclasses.field(default_factory=dict)
-    """Per forget plan, the (month file, line, field) its redaction records list."""
+    where each is, and which fields (with the commitment to their text now), not yet
+    listed by a redaction record."""
+    listed: dict[str, set[Listed]] = dataclasses.field(default_factory=dict)
+    """Per forget plan, what its redaction records list."""
     forgets: dict[str, ForgetOnRecord] = dataclasses.field(default_factory=dict)
     """Per forget plan, what the log says of it."""
 
@@ -162,15 +166,14 @@ class _Walk:
         listed = self.listed.setdefault(record.plan, set())
         for place in record.places:
             at = (place.file, place.line)
-            for field in place.fields:
-                listed.add((place.file, place.line, field))
+            listed.update((place.file, place.line, f, c) for f, c in place.fields.items())
             if (found := self.redacted.get(at)) is not None:
-                left = [f for f in found[1] if f not in place.fields]
+                left = {f: c for f, c in found[1].items() if place.fields.get(f) != c}
                 if left:
                     self.redacted[at] = (found[0], left)
                 else:
                     del self.redacted[at]
-        places = len({(file, line) for file, line, _ in listed})
+        places = len({(file, line) for file, line, _, _ in listed})
         seen = self.forgets.get(record.plan)
         self.forgets[record.plan] = (
             ForgetOnRecord(plan=record.plan, time=record.time, records=places)
@@ -214,7 +217,8 @@ def _walk(directory: Path, key: bytes, *, mark: int | None = None) -> _Walk:
         if torn := path.stat().st_size - read_to:
             log.warning("%s ends in a torn line of %d bytes; skipped it", path, torn)
     if walk.broken is None and walk.redacted:
-        where, fields = next(iter(walk.redacted.values()))
+        where, unmatched = next(iter(walk.redacted.values()))
+        fields = list(unmatched)
         walk.broken = (
             f"{where}: the text of its {' and '.join(fields)} does not match what the record "
             "was signed with, and no forget lists it (the text was changed)"
@@ -286,7 +290,7 @@ class Audit:
         self._lock = trio.Lock()
         self._key = b""
         self._commit_key = b""
-        self._listed: dict[str, set[tuple[str, int, TextField]]] = {}
+        self._listed: dict[str, set[Listed]] = {}
         """Per forget plan, the (month file, line, field) its redaction records list."""
         self._files = AuditFiles(self.head_path)
         self._count = 0
@@ -728,7 +732,8 @@ class Audit:
         listed = self._listed.setdefault(plan.plan, set())
         unlisted = [
             msgspec.structs.replace(
-                p, fields=[f for f in p.fields if (p.file, p.line, f) not in listed]
+                p,
+                fields={f: c for f, c in p.fields.items() if (p.file, p.line, f, c) not in listed},
             )
             for p in places
         ]
@@ -739,7 +744,7 @@ class Audit:
                 v=3, time=proto.utc_stamp(now), plan=plan.plan, places=unlisted, prev="", mac=""
             )
             self._append_now(redaction, now, durable=True)
-            listed.update((p.file, p.line, f) for p in unlisted for f in p.fields)
+            listed.update((p.file, p.line, f, c) for p in unlisted for f, c in p.fields.items())
         conflicts: list[str] = []
         for edit in plan.edits:
             conflicts += proto.apply_edit(self.directory, edit).conflicts
