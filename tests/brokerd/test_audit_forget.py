@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -145,7 +146,8 @@ def test_the_plan_and_the_look_write_nothing_but_the_plan(tmp_path: Path) -> Non
 
 # 2026-12.jsonl after the forget: c2 (line 1, untouched), c3 (2, its proposed redacted),
 # c4 (3, its reason redacted), the redaction, the forget.
-CHANGES = {
+Change = Callable[[AuditRecordV3, AuditRecordV3], AuditRecordV3]
+CHANGES: dict[str, tuple[int, Change]] = {
     "one byte of a text no forget touched": (
         1,
         lambda r, _: msgspec.structs.replace(r, arguments='{"query":"tex"}'),
@@ -178,6 +180,8 @@ async def test_a_text_changed_any_other_way_is_tampering(tmp_path: Path, what: s
     lines = month(directory)
     target = proto.AUDIT_LOG.decode(lines[line - 1])
     other = proto.AUDIT_LOG.decode(lines[1])
+    assert isinstance(target, AuditRecordV3)
+    assert isinstance(other, AuditRecordV3)
     changed = change(target, other)
     assert changed != target
     rewrite(directory, line, msgspec.json.encode(changed))
