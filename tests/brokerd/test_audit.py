@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import proto
 from brokerd._audit import UNKNOWN_RESULT, Audit, Verdict
 from proto import AUDIT_GENESIS as GENESIS
-from proto import AuditHead, AuditRecordV2, AuditStatus, Class, Label
+from proto import AuditHead, AuditRecordV3, AuditStatus, Class, Label, TextCommits
 
 CAP_S = 10
 SEPT = datetime(2026, 9, 30, 23, 59, 59, tzinfo=UTC)
@@ -30,8 +30,9 @@ def record(
     session: str = "chat-abcdefghijklmnop",
     status: AuditStatus = "ok",
     label: Label | None = None,
-) -> AuditRecordV2:
-    return AuditRecordV2(
+) -> AuditRecordV3:
+    return AuditRecordV3(
+        v=3,
         time="2026-09-30T23:59:59Z",
         session=session,
         call=call,
@@ -44,6 +45,7 @@ def record(
         label=label or Label(),
         status=status,
         taint=Label(),
+        commits=TextCommits(arguments=""),
         prev=GENESIS,
         mac="",
     )
@@ -101,10 +103,11 @@ async def test_the_chain_runs_across_month_files(tmp_path: Path) -> None:
     assert all(signed(tmp_path, line) for line in sept + october)
     first = json.loads(sept[0])
     assert set(first) == {
-        "v", "time", "session", "call", "tool", "arguments", "grant", "grant_sha256",
-        "decision", "approval", "label", "status", "taint", "prev", "mac",
+        "kind", "v", "time", "session", "call", "tool", "arguments", "grant", "grant_sha256",
+        "decision", "approval", "label", "status", "taint", "commits", "prev", "mac",
     }  # fmt: skip
-    assert first["v"] == 2
+    assert (first["kind"], first["v"]) == ("call", 3)
+    assert set(first["commits"]) == {"arguments"}
     assert first["label"] == {"class": "private", "untrusted": False}
     assert (mode(tmp_path), mode(tmp_path / "2026-09.jsonl")) == (0o700, 0o600)
     assert mode(key_path(tmp_path)) == 0o600
@@ -177,7 +180,24 @@ def tamper(path: Path, index: int, old: bytes, new: bytes) -> None:
             b'"call":"cX"',
             "2026-09.jsonl line 3: its MAC does not match",
         ),
-        (1, b'{"v":2,', b'{ "v":2,', "2026-09.jsonl line 2: its MAC does not match"),
+        (
+            1,
+            b'{"kind":"call",',
+            b'{ "kind":"call",',
+            "2026-09.jsonl line 2: its MAC does not match",
+        ),
+        (
+            1,
+            b'\\"text\\":\\"x',
+            b'\\"text\\":\\"y',
+            "2026-09.jsonl line 2: the text of its arguments does not match",
+        ),
+        (
+            2,
+            b'"status":"ok"',
+            b'"status":"ok","reason":"x"',  # a text field's presence is signed
+            "2026-09.jsonl line 3: its MAC does not match",
+        ),
         (1, b'"time"', b'"tim', "2026-09.jsonl line 2: not an audit record"),
         (
             0,
@@ -264,8 +284,9 @@ async def test_the_audit_says_what_became_of_a_call(tmp_path: Path) -> None:
     audit.open()
     now = datetime(2026, 12, 1, tzinfo=UTC)
 
-    def rec(call: str, decision: str, status: str) -> AuditRecordV2:
-        return AuditRecordV2(
+    def rec(call: str, decision: str, status: str) -> AuditRecordV3:
+        return AuditRecordV3(
+            v=3,
             time="2026-12-01T00:00:00Z",
             session="chat-abcdefghij",
             call=call,
@@ -277,6 +298,7 @@ async def test_the_audit_says_what_became_of_a_call(tmp_path: Path) -> None:
             label=Label(),
             status=status,  # type: ignore[arg-type]
             taint=Label(),
+            commits=TextCommits(arguments=""),
             prev=GENESIS,
             mac="",
         )

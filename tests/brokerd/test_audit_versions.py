@@ -1,6 +1,8 @@
-"""Audit records of two versions in one log (issue 30): V1 lines as brokerd wrote them
-until then, V2 lines after. Old lines keep verifying byte for byte under their own MAC
-domain, the chain runs across versions, and a changed line of either is tampering."""
+"""Audit records of three versions: V1 lines as brokerd wrote them until issue 30, V2
+lines until issue 31, V3 since. Old lines keep verifying byte for byte under their own
+MAC domain; a log of them is moved to V3 once, at start, after it verifies, by a signed
+migration record pinning the old head; a changed old line is tampering, and such a log
+is never moved."""
 
 from __future__ import annotations
 
@@ -16,8 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import proto
+from brokerd import _audit_migration
 from brokerd._audit import Audit
-from proto import AUDIT_GENESIS, AuditRecordV1, AuditRecordV2, Class, Label, Surface
+from proto import (
+    AUDIT_GENESIS,
+    AuditMigration,
+    AuditRecordV1,
+    AuditRecordV2,
+    AuditRecordV3,
+    Class,
+    Label,
+    Surface,
+    TextCommits,
+)
 
 CAP_S = 10
 KEY = bytes(range(32))
@@ -88,6 +101,24 @@ def v2(call: str, *, label: Label | None = None) -> AuditRecordV2:
     )
 
 
+def v3(call: str) -> AuditRecordV3:
+    return AuditRecordV3(
+        v=3,
+        time="2026-12-01T09:00:00Z",
+        session="chat-legacy000000002",
+        call=call,
+        tool="recall",
+        arguments='{"query":"tea"}',
+        decision="auto",
+        label=Label(),
+        status="ok",
+        taint=Label(),
+        commits=TextCommits(arguments=""),
+        prev=AUDIT_GENESIS,
+        mac="",
+    )
+
+
 def all_lines(directory: Path) -> list[bytes]:
     return [
         line
@@ -101,39 +132,93 @@ def test_the_old_lines_read_as_v1_and_keep_their_bytes_and_macs() -> None:
     assert all(isinstance(record, AuditRecordV1) for record in records)
     assert [msgspec.json.encode(record) for record in records] == V1_LINES
     assert [proto.audit_mac(KEY, record) for record in records] == [r.mac for r in records]
+    assert isinstance(records[0], AuditRecordV1)
+    assert isinstance(records[2], AuditRecordV1)
     assert records[0].surface == Surface(via="bxctl", uid=1000)
     assert records[2].taint is None
 
 
-async def test_a_log_of_v1_lines_then_v2_lines_verifies(tmp_path: Path) -> None:
-    directory = tmp_path / "audit"
+def v1_then_v2_log(directory: Path) -> tuple[int, str]:
+    """The V1 log, then two V2 lines chained to it (as brokerd before issue 31 wrote them)."""
     legacy_log(directory)
+    last = json.loads(V1_LINES[-1])["mac"]
+    lines = []
+    for record in (v2("c3"), v2("c4", label=Label(untrusted=True))):
+        chained = msgspec.structs.replace(record, prev=last)
+        last = proto.audit_mac(KEY, chained)
+        lines.append(msgspec.json.encode(msgspec.structs.replace(chained, mac=last)) + b"\n")
+    (directory / "2026-12.jsonl").write_bytes(b"".join(lines))
+    mac = proto.audit_head_mac(KEY, records=5, last=last, broken=None)
+    head = proto.AuditHead(records=5, last=last, mac=mac)
+    (directory / "head").write_bytes(msgspec.json.encode(head) + b"\n")
+    return 5, last
+
+
+async def test_a_v1_and_v2_log_is_moved_to_v3_once_and_pins_its_old_head(tmp_path: Path) -> None:
+    directory = tmp_path / "audit"
+    old_records, old_last = v1_then_v2_log(directory)
     audit = opened(directory)
     assert audit.broken is None
     assert audit.returned == {
         "chat-legacy000000001": Label(class_=Class.secret),
-        "chat-legacy000000002": Label(),
+        "chat-legacy000000002": Label(untrusted=True),
     }
     with trio.fail_after(CAP_S):
-        await audit.append(v2("c3"), DEC)
-        await audit.append(v2("c4", label=Label(untrusted=True)), DEC)
         verdict = await audit.verify()
-    assert (verdict.records, verdict.broken_at) == (5, None)
-    lines = all_lines(directory)
-    assert lines[:3] == V1_LINES  # never rewritten
-    third, fourth = (json.loads(line) for line in lines[3:])
-    assert third["v"] == 2
-    assert third["prev"] == json.loads(V1_LINES[-1])["mac"]  # one chain across versions
-    assert fourth["prev"] == third["mac"]
-    assert "reason" not in third  # None is left out of a V2 line
-    again = opened(directory)  # a restart walks both versions
+    assert (verdict.records, verdict.broken_at) == (6, None)
+    november = (directory / "2026-11.jsonl").read_bytes().splitlines()
+    december = (directory / "2026-12.jsonl").read_bytes().splitlines()
+    assert len(november) == 3  # line for line
+    moved = [proto.AUDIT_LOG.decode(line) for line in november + december[:2]]
+    assert all(isinstance(record, AuditRecordV3) for record in moved)
+    assert [getattr(r, "call", None) for r in moved] == ["c1", "c1", "c2", "c3", "c4"]
+    assert moved[0].prev == AUDIT_GENESIS
+    migration = proto.AUDIT_LOG.decode(december[-1])
+    assert isinstance(migration, AuditMigration)
+    assert (migration.old_records, migration.old_last) == (old_records, old_last)
+    assert migration.prev == moved[-1].mac
+    assert not (directory / ".migration").exists()
+    with trio.fail_after(CAP_S):
+        await audit.append(v3("c5"), DEC)
+    before = all_lines(directory)
+    again = opened(directory)  # once: a restart moves nothing
+    assert all_lines(directory) == before
     assert again.broken is None
-    assert again.returned["chat-legacy000000002"] == Label(untrusted=True)
     with trio.fail_after(CAP_S):
         state = await again.call_state("chat-legacy000000002", "c2")
         newer = await again.call_state("chat-legacy000000002", "c4")
+        verdict = await again.verify()
     assert (state.state, state.status) == ("denied", "denied")
     assert (newer.state, newer.status) == ("finished", "ok")
+    assert (verdict.records, verdict.broken_at) == (7, None)
+
+
+async def test_a_move_cut_off_is_finished_or_made_again_at_the_next_start(tmp_path: Path) -> None:
+    directory = tmp_path / "audit"
+    v1_then_v2_log(directory)
+    old = all_lines(directory)
+    _audit_migration.stage(directory, KEY, old_records=5, old_last="x" * 64, now=DEC)
+    (directory / ".migration" / "head").unlink()  # the staging was cut before its head
+    assert all_lines(directory) == old
+    assert opened(directory).broken is None  # an unfinished staging is removed, the move redone
+    moved = all_lines(directory)
+    assert moved != old
+    # a whole staging, a crash after its first file was moved: the start finishes it
+    directory2 = tmp_path / "audit2"
+    v1_then_v2_log(directory2)
+    _audit_migration.stage(directory2, KEY, old_records=5, old_last="y" * 64, now=DEC)
+    staged = directory2 / ".migration"
+    first = sorted(staged.glob("*.jsonl"))[0]
+    first.rename(directory2 / first.name)
+    audit = opened(directory2)
+    assert audit.broken is None
+    assert not staged.exists()
+    with trio.fail_after(CAP_S):
+        verdict = await audit.verify()
+    assert (verdict.records, verdict.broken_at) == (6, None)
+    last = proto.AUDIT_LOG.decode(all_lines(directory2)[-1])
+    assert isinstance(last, AuditMigration)
+    assert last.old_last == "y" * 64
 
 
 @pytest.mark.parametrize(
@@ -150,15 +235,11 @@ async def test_a_log_of_v1_lines_then_v2_lines_verifies(tmp_path: Path) -> None:
         (4, (b'"status":"ok"', b'"status":"ok","reason":null')),  # not V2's own encoding
     ],
 )
-async def test_a_changed_line_of_either_version_is_tampering(
+async def test_a_changed_old_line_is_tampering_and_the_log_is_not_moved(
     tmp_path: Path, line: int, change: tuple[bytes, bytes]
 ) -> None:
     directory = tmp_path / "audit"
-    legacy_log(directory)
-    audit = opened(directory)
-    with trio.fail_after(CAP_S):
-        await audit.append(v2("c3"), DEC)
-        await audit.append(v2("c4", label=Label(untrusted=True)), DEC)
+    v1_then_v2_log(directory)
     files = sorted(directory.glob("*.jsonl"))
     path, number = (files[0], line) if line < 3 else (files[1], line - 3)
     lines = path.read_bytes().splitlines(keepends=True)
@@ -166,15 +247,20 @@ async def test_a_changed_line_of_either_version_is_tampering(
     assert old in lines[number]
     lines[number] = lines[number].replace(old, new, 1)
     path.write_bytes(b"".join(lines))
+    before = all_lines(directory)
+    audit = opened(directory)
+    assert audit.broken is not None
+    assert f"{path.name} line {number + 1}: " in audit.broken
+    assert all_lines(directory) == before  # not moved: it keeps being reported broken
     with trio.fail_after(CAP_S):
         verdict = await audit.verify()
     assert verdict.broken_at is not None
-    assert verdict.broken_at.startswith(f"{path.name} line {number + 1}: ")
+    assert opened(directory).broken is not None
 
 
 def test_an_unknown_version_is_not_a_record() -> None:
-    line = msgspec.json.encode(v2("c3")).replace(b'"v":2', b'"v":3')
-    with pytest.raises(ValueError, match="audit record version 3 is not one of 1, 2"):
+    line = msgspec.json.encode(v2("c3")).replace(b'"v":2', b'"v":4')
+    with pytest.raises(ValueError, match="audit record version 4 is not one of 1, 2, 3"):
         proto.AUDIT_LOG.decode(line)
 
 
@@ -185,7 +271,7 @@ def test_any_bytes_give_a_record_or_a_value_error(data: bytes) -> None:
         record = proto.AUDIT_LOG.decode(data)
     except ValueError:
         return
-    assert isinstance(record, AuditRecordV1 | AuditRecordV2)
+    assert isinstance(record, AuditRecordV1 | AuditRecordV2 | AuditRecordV3 | AuditMigration)
 
 
 @settings(max_examples=100, deadline=None)

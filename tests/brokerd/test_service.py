@@ -206,7 +206,7 @@ async def test_auto_runs_and_is_audited(broker: Broker, notes: Path, home: Path)
     assert reply.content == f"{notes}: 1 entries\nq3.txt (18 bytes)"
     assert reply.label == Label(class_=Class.private)
     started, record = audit_records(home)
-    chain = ("status", "prev", "mac")
+    chain = ("status", "commits", "prev", "mac")  # commitments bind the record's place
     assert {k: v for k, v in started.items() if k not in chain} == {
         k: v for k, v in record.items() if k not in chain
     }

@@ -482,3 +482,28 @@ async def test_grants_lists_loaded_grants_and_refused_files(
         "REFUSED mine.toml: the policy of recall and memory is built in; remove this "
         "grant. (runbook: grants-invalid)"
     ) in out
+
+
+async def test_audit_verify_reports_each_forget(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forgets = [
+        proto.ForgetOnRecord(
+            plan="fg-aaaaaaaaaaaa",
+            time="2026-12-06T09:00:00Z",
+            surface=proto.Surface(via="bxctl", uid=1000),
+            records=3,
+        ),
+        proto.ForgetOnRecord(plan="fg-bbbbbbbbbbbb", time="2026-12-07T10:00:00Z", records=1),
+    ]
+
+    async def brokerd(request: proto.Message, conn: proto.Connection) -> proto.Message:
+        return proto.AuditVerified(records=9, ok=True, forgets=forgets)
+
+    await serve(nursery, short_dir, proto.OWNER_BROKER, brokerd)
+    assert await run("audit", "verify", "--home", str(short_dir)) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "audit log intact: 9 records",
+        "forgotten on 2026-12-06 by the owner (bxctl): 3 records",
+        "forgotten on 2026-12-07 by the owner: 1 record",
+    ]

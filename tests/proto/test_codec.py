@@ -273,6 +273,22 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
         for kind in (proto.ForgetPrepared, proto.ForgetApplied)
     },
     proto.ForgetLooked: st.builds(proto.ForgetLooked, holdings=st.lists(HOLDINGS, max_size=3)),
+    proto.AuditVerified: st.builds(
+        proto.AuditVerified,
+        records=st.integers(),
+        ok=st.booleans(),
+        broken_at=st.none() | st.text(),
+        forgets=st.lists(
+            st.builds(
+                proto.ForgetOnRecord,
+                plan=st.text(),
+                time=st.text(),
+                surface=st.none() | SURFACES,
+                records=st.integers(),
+            ),
+            max_size=2,
+        ),
+    ),
     proto.ForgetPreviewed: st.builds(
         proto.ForgetPreviewed, holdings=st.lists(HOLDINGS, max_size=3)
     ),

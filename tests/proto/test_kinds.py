@@ -266,7 +266,7 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "grants_list": set(),
     "grants": {"grants", "problems"},
     "audit_verify": set(),
-    "audit_verified": {"records", "ok", "broken_at"},
+    "audit_verified": {"records", "ok", "broken_at", "forgets"},
     "session_open": {"origin", "session"},
     "session_opened": {"session", "created"},
     "say": {"session", "text", "ref", "keep_going"},

@@ -53,6 +53,7 @@ __all__ = [
     "ForgetEntry",
     "ForgetLook",
     "ForgetLooked",
+    "ForgetOnRecord",
     "ForgetPrepare",
     "ForgetPrepared",
     "ForgetPreview",
@@ -566,12 +567,29 @@ class AuditVerify(Message, frozen=True, kw_only=True, tag="audit_verify"):
     """Walk the audit log's hash chain."""
 
 
+class ForgetOnRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A forget the audit log records: when, where the owner asked, how many records it redacted.
+
+    `surface` is absent when the forget's own record is not (yet) in the log: brokerd
+    stopped between redacting and recording it.
+    """
+
+    plan: str
+    time: str
+    surface: Surface | None = None
+    records: int
+
+
 class AuditVerified(Message, frozen=True, kw_only=True, tag="audit_verified"):
-    """How many records the chain holds, and the first broken one if any."""
+    """How many records the chain holds, the first broken one if any, and the forgets.
+
+    A text a forget redacted (listed by the forget) is not a break; `forgets` says each.
+    """
 
     records: int
     ok: bool
     broken_at: str | None = None
+    forgets: list[ForgetOnRecord] = msgspec.field(default_factory=list)
 
 
 # -- forget (owner-broker; broker-memory and broker-loop) -------------------------------

@@ -5,7 +5,9 @@
 * `RecallRecord`: a line of `memory/recalls/YYYY-MM.jsonl`, memoryd's recall log: each
   hit's `HitSource`, stable across a reindex (spec §3, §5).
 * `AuditRecord`: a line of `audit/YYYY-MM.jsonl`, brokerd's chained audit log
-  (ARCHITECTURE §5), and `AuditHead`, the file `audit/head` that anchors the chain.
+  (ARCHITECTURE §5), and `AuditHead`, the file `audit/head` that anchors the chain. V3
+  records sign a keyed commitment of their text fields, not the text, so a forget can
+  take a text out and the chain still verifies (issue 31).
 
 They live here, not in the role that writes them, because bxctl reads them too and never
 imports a role. Each is read with `JsonLines` and written with `append_line`.
@@ -15,8 +17,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import re
-from typing import Literal, assert_never
+from typing import Literal, TypeVar, assert_never
 
 import msgspec
 
@@ -35,10 +38,15 @@ __all__ = [
     "OWNER_SESSION",
     "RECALL_LOG",
     "AppliedEdit",
+    "AuditCallRecord",
+    "AuditForget",
     "AuditHead",
+    "AuditMigration",
     "AuditRecord",
     "AuditRecordV1",
     "AuditRecordV2",
+    "AuditRecordV3",
+    "AuditRedaction",
     "AuditStatus",
     "Decided",
     "Decision",
@@ -49,10 +57,18 @@ __all__ = [
     "OwnerApproved",
     "OwnerEdit",
     "RecallRecord",
+    "Redacted",
     "Status",
     "Surface",
+    "TextCommits",
+    "TextField",
+    "audit_commit_key",
+    "audit_commits",
+    "audit_forget_key",
     "audit_mac",
+    "audit_text_commit",
     "edit_id",
+    "unmatched_texts",
 ]
 
 Status = Literal["ok", "error", "denied"]
@@ -341,9 +357,165 @@ class AuditRecordV2(
     mac: str
 
 
-AuditRecord = AuditRecordV1 | AuditRecordV2
-"""A line of `audit/YYYY-MM.jsonl`, of either version: read with `AUDIT_LOG`, and
-verified with `audit_mac` (each version under its own MAC domain). brokerd writes V2."""
+TextField = Literal["arguments", "proposed", "reason"]
+"""The fields of a call record that hold text someone wrote: what a forget may redact."""
+
+TEXT_FIELDS: tuple[TextField, ...] = ("arguments", "proposed", "reason")
+
+
+class TextCommits(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """A V3 record's keyed commitment (`audit_commits`) to each of its text fields, by name.
+
+    One for each text field the record has, none for one it has not.
+    """
+
+    arguments: str
+    proposed: str | None = None
+    reason: str | None = None
+
+
+class AuditRecordV3(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag_field="kind",
+    tag="call",
+):
+    """A call's record, `v` 3: what brokerd writes since issue 31 (fields as `AuditRecordV2`).
+
+    Its MAC covers `commits`, a keyed commitment to each text field (`arguments`,
+    `proposed`, `reason`), and the text fields' presence, not their text; the text sits
+    beside its commitment. So a forget can replace a text by its redacted form and the
+    record keeps its MAC: the text then no longer matches its commitment, which `verify`
+    accepts only where a later `AuditRedaction` lists the record. The commitment is keyed
+    (`audit_commit_key`), so one who reads the file cannot test guesses of a short secret
+    against it, and it binds the field's name and the record (`prev`, `time`, `session`,
+    `call`, `status`), so a text moved to another field or record does not match either.
+
+    `taint` is None only in records moved from V1 lines that had none.
+    """
+
+    v: Literal[3]
+    time: str
+    session: str
+    call: str
+    tool: str
+    arguments: str
+    grant: str | None = None
+    grant_sha256: str | None = None
+    decision: Decision
+    approval: str | None = None
+    label: Label
+    status: AuditStatus
+    reason: str | None = None
+    taint: Label | None = None
+    surface: Surface | None = None
+    proposed: str | None = None
+    commits: TextCommits
+    prev: str
+    mac: str
+
+
+class Redacted(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A record a forget redacted: where it is (month file and 1-based line), and its fields.
+
+    `fields` maps each redacted field to the commitment of its redacted text (as
+    `audit_commits` makes them), so the redacted text cannot be changed again unseen.
+    """
+
+    file: str
+    line: int
+    fields: dict[TextField, str]
+
+
+class AuditRedaction(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag_field="kind",
+    tag="redaction",
+):
+    """The records forget `plan` redacts, appended (and fsynced) before any of them changes.
+
+    What lets `verify` accept a text that no longer matches its commitment: only in a
+    record (and field) a redaction after it lists, and only the redacted text it lists
+    the commitment of. Holds no text.
+    """
+
+    v: Literal[3]
+    time: str
+    plan: str
+    places: list[Redacted]
+    prev: str
+    mac: str
+
+
+class AuditForget(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag_field="kind",
+    tag="forget",
+):
+    """The owner's forget itself: who, where, what it changed by store; never the text.
+
+    `digest` is `proto.digest` of the text under `audit_forget_key`: it says which text
+    was forgotten to one who has the key and tells it again, to nobody else.
+    """
+
+    v: Literal[3]
+    time: str
+    decision: Literal["owner"]
+    surface: Surface
+    session: str | None = None
+    plan: str
+    counts: dict[str, int]
+    digest: str
+    prev: str
+    mac: str
+
+
+class AuditMigration(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag_field="kind",
+    tag="migration",
+):
+    """The one-time move of a log's V1 and V2 lines to V3, after the last moved record.
+
+    brokerd verified the old chain first; `old_records` and `old_last` pin its head (the
+    count and last MAC it had), so a head the owner kept from before still says which log
+    was moved.
+    """
+
+    v: Literal[3]
+    time: str
+    old_records: int
+    old_last: str
+    prev: str
+    mac: str
+
+
+AuditRecordV3Line = AuditRecordV3 | AuditRedaction | AuditForget | AuditMigration
+"""A V3 line, of one of its kinds."""
+
+AuditCallRecord = AuditRecordV1 | AuditRecordV2 | AuditRecordV3
+"""The record of a call, of any version."""
+
+AuditRecord = AuditRecordV1 | AuditRecordV2 | AuditRecordV3Line
+"""A line of `audit/YYYY-MM.jsonl`, of any version: read with `AUDIT_LOG`, and verified
+with `audit_mac` (each version under its own MAC domain). brokerd writes V3."""
 
 
 class AuditHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -380,6 +552,7 @@ _audit_version = msgspec.json.Decoder(_AuditVersion)
 _AUDIT_VERSIONS: dict[int, msgspec.json.Decoder[AuditRecord]] = {
     1: msgspec.json.Decoder(AuditRecordV1),
     2: msgspec.json.Decoder(AuditRecordV2),
+    3: msgspec.json.Decoder(AuditRecordV3Line),
 }
 
 
@@ -406,8 +579,8 @@ class _AuditLog(JsonLines[AuditRecord]):
             raise ValueError("the line nests JSON too deeply") from None
 
 
-AUDIT_LOG: JsonLines[AuditRecord] = _AuditLog(AuditRecordV2)
-"""The reader of `audit/YYYY-MM.jsonl`: V1 and V2 lines, told apart by `v`."""
+AUDIT_LOG: JsonLines[AuditRecord] = _AuditLog(AuditRecordV3Line)
+"""The reader of `audit/YYYY-MM.jsonl`: V1, V2 and V3 lines, told apart by `v`."""
 
 AUDIT_HEAD = "head"
 """The name of the head file in the audit directory."""
@@ -442,13 +615,98 @@ def audit_mac(key: bytes, record: AuditRecord) -> str:
 
     Each version signs under its own domain, so a line cannot be passed off as another
     version's. A record is its line as msgspec encodes it, so a reader checks both that
-    the line is that encoding and that its `mac` is this.
+    the line is that encoding and that its `mac` is this. A V3 call record is signed with
+    each text field it has emptied: its `commits` stand for the text.
     """
-    unsigned = _encoder.encode(msgspec.structs.replace(record, mac=""))
     match record:
         case AuditRecordV1():
-            return sign(key, "boxmaker audit record v1", unsigned)
+            return sign(key, "boxmaker audit record v1", _encoder.encode(_unsigned(record)))
         case AuditRecordV2():
-            return sign(key, "boxmaker audit record v2", unsigned)
+            return sign(key, "boxmaker audit record v2", _encoder.encode(_unsigned(record)))
+        case AuditRecordV3():
+            blank = msgspec.structs.replace(
+                record,
+                arguments="",
+                proposed=None if record.proposed is None else "",
+                reason=None if record.reason is None else "",
+                mac="",
+            )
+            return sign(key, "boxmaker audit record v3", _encoder.encode(blank))
+        case AuditRedaction() | AuditForget() | AuditMigration():
+            return sign(key, "boxmaker audit record v3", _encoder.encode(_unsigned(record)))
         case _:
             assert_never(record)
+
+
+_R = TypeVar("_R", bound=AuditRecord)
+
+
+def _unsigned(record: _R) -> _R:
+    return msgspec.structs.replace(record, mac="")
+
+
+def _derived(key: bytes, purpose: str) -> bytes:
+    return hmac.new(key, purpose.encode(), hashlib.sha256).digest()
+
+
+def audit_commit_key(key: bytes) -> bytes:
+    """The key of V3 records' text commitments, derived from the audit key."""
+    return _derived(key, "boxmaker audit text commitment key v1")
+
+
+def audit_forget_key(key: bytes) -> bytes:
+    """The key of a forget record's digest of the forgotten text, derived from the audit key."""
+    return _derived(key, "boxmaker audit forget digest key v1")
+
+
+def audit_text_commit(commit_key: bytes, field: TextField, record: AuditRecordV3, text: str) -> str:
+    """The commitment to `text` as `record`'s `field`: bound to the field and the record."""
+    return sign(
+        commit_key,
+        "boxmaker audit text v3",
+        field,
+        record.prev,
+        record.time,
+        record.session,
+        record.call,
+        record.status,
+        text,
+    )
+
+
+def _texts(record: AuditRecordV3) -> dict[TextField, str | None]:
+    return {"arguments": record.arguments, "proposed": record.proposed, "reason": record.reason}
+
+
+def audit_commits(commit_key: bytes, record: AuditRecordV3) -> TextCommits:
+    """The commitments to `record`'s text fields as they are (its `prev` set)."""
+
+    def commit(field: TextField, text: str | None) -> str | None:
+        return None if text is None else audit_text_commit(commit_key, field, record, text)
+
+    return TextCommits(
+        arguments=audit_text_commit(commit_key, "arguments", record, record.arguments),
+        proposed=commit("proposed", record.proposed),
+        reason=commit("reason", record.reason),
+    )
+
+
+def unmatched_texts(commit_key: bytes, record: AuditRecordV3) -> dict[TextField, str] | None:
+    """The text fields of `record` whose text does not match its commitment.
+
+    Each with the commitment to the text it holds now (what a redaction lists). None
+    when the record's commitments are not one per text field it has (not a record
+    brokerd wrote, whatever its MAC).
+    """
+    commits = record.commits
+    unmatched: dict[TextField, str] = {}
+    for field, text in _texts(record).items():
+        commit = getattr(commits, field)
+        if (text is None) != (commit is None):
+            return None
+        if text is None:
+            continue
+        now = audit_text_commit(commit_key, field, record, text)
+        if not hmac.compare_digest(now, commit):
+            unmatched[field] = now
+    return unmatched

@@ -1,10 +1,14 @@
 """The audit log, `audit/YYYY-MM.jsonl`, signed with brokerd's key; its head, `audit/head`.
 
-Records are `proto.AuditRecord`: brokerd writes V2 (`proto.AuditRecordV2`), and reads and
-verifies the V1 lines of logs written before it, each as its own bytes under its own MAC
-domain, in one chain. Each carries its own MAC under brokerd's audit key
-(`proto.audit_mac`) and, as `prev`, the MAC of the record before it, across month files
-(the first record's is `proto.AUDIT_GENESIS`). The head (`proto.AuditHead`) holds the
+Records are `proto.AuditRecord`: brokerd writes V3 (`proto.AuditRecordV3` for a call, and
+the forget's and the migration's own records). A V3 call record signs a keyed commitment
+of each text field, not its text, so a forget can redact the text (`forget_apply`) and
+the chain still verifies: a text that does not match its commitment is accepted only in
+a record a later `proto.AuditRedaction` lists; anything else is tampering. V1 and V2
+lines (written before) are moved to V3 once, at the first start that finds them in a
+sound log (`_audit_migration.py`). Each record carries its own MAC under brokerd's audit
+key (`proto.audit_mac`) and, as `prev`, the MAC of the record before it, across month
+files (the first record's is `proto.AUDIT_GENESIS`). The head (`proto.AuditHead`) holds the
 number of records and the last one's MAC, under a MAC of its own; a new head is a line
 appended to the head file, and the last line is the head (`_audit_files.py`). So a
 changed or forged record fails its MAC, a removed, moved or copied one breaks the chain, a
@@ -40,9 +44,10 @@ import dataclasses
 import hmac
 import logging
 import os
-import re
+import time
 from datetime import datetime
 from pathlib import Path
+from typing import assert_never
 
 import msgspec
 import trio
@@ -52,14 +57,25 @@ from proto import (
     AUDIT_GENESIS,
     AUDIT_HEAD,
     AUDIT_LOG,
+    AuditForget,
     AuditHead,
+    AuditMigration,
     AuditRecord,
+    AuditRecordV1,
     AuditRecordV2,
+    AuditRecordV3,
+    AuditRedaction,
     Class,
+    ForgetOnRecord,
     Label,
+    Surface,
+    TextField,
 )
 
+from . import _audit_migration
 from ._audit_files import AuditFiles
+from ._audit_forget import FORGET_DIR, month_files, plan_edits, redaction_places
+from ._audit_migration import V3Line, seal
 
 __all__ = ["AUDIT_TAMPERED", "AUDIT_UNWRITABLE", "UNKNOWN_RESULT", "Audit", "Verdict"]
 
@@ -75,22 +91,25 @@ UNKNOWN_RESULT = Label(class_=Class.secret, untrusted=True)
 """The label counted for a call whose outcome is not in the log: it may have reached its
 session, and what it carried is unknown, so it counts as the worst (as damage does)."""
 
-_MONTH_FILE = re.compile(r"\d{4}-\d{2}\.jsonl")
+STALE_PLAN_S = 3600
+"""An uncommitted plan older than this is a forget never decided: a start deletes it."""
+
 _encoder = msgspec.json.Encoder()
 _head_decoder = msgspec.json.Decoder(AuditHead)
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
-    """What `verify` found: how many records, and the first thing broken if any."""
+    """What `verify` found: how many records, the first thing broken if any, the forgets."""
 
     records: int
     broken_at: str | None = None
+    forgets: list[ForgetOnRecord] = msgspec.field(default_factory=list)
 
 
-def _month_files(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        return []
-    return sorted(p for p in directory.iterdir() if _MONTH_FILE.fullmatch(p.name))
+_month_files = month_files
+
+Listed = tuple[str, int, TextField, str]
+"""A field a redaction record lists: month file, line, field, commitment to its text."""
 
 
 def _records(n: int) -> str:
@@ -113,8 +132,58 @@ class _Walk:
     """Per session, the labels of the outcomes brokerd recorded, joined."""
     unfinished: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     """(session, call) of `started` records without an outcome, and where each is."""
+    old_versions: int = 0
+    """V1 and V2 records: a log to move to V3."""
+    redacted: dict[tuple[str, int], tuple[str, dict[TextField, str]]] = dataclasses.field(
+        default_factory=dict
+    )
+    """(month file, line) of V3 call records whose texts do not match their commitments,
+    where each is, and which fields (with the commitment to their text now), not yet
+    listed by a redaction record."""
+    listed: dict[str, set[Listed]] = dataclasses.field(default_factory=dict)
+    """Per forget plan, what its redaction records list."""
+    forgets: dict[str, ForgetOnRecord] = dataclasses.field(default_factory=dict)
+    """Per forget plan, what the log says of it."""
 
     def note(self, record: AuditRecord, where: str) -> None:
+        match record:
+            case AuditRecordV1() | AuditRecordV2() | AuditRecordV3():
+                self._note_call(record, where)
+            case AuditRedaction():
+                self._note_redaction(record)
+            case AuditForget():
+                seen = self.forgets.get(record.plan)
+                records = 0 if seen is None else seen.records
+                self.forgets[record.plan] = ForgetOnRecord(
+                    plan=record.plan, time=record.time, surface=record.surface, records=records
+                )
+            case AuditMigration():
+                pass
+            case _:
+                assert_never(record)
+
+    def _note_redaction(self, record: AuditRedaction) -> None:
+        listed = self.listed.setdefault(record.plan, set())
+        for place in record.places:
+            at = (place.file, place.line)
+            listed.update((place.file, place.line, f, c) for f, c in place.fields.items())
+            if (found := self.redacted.get(at)) is not None:
+                left = {f: c for f, c in found[1].items() if place.fields.get(f) != c}
+                if left:
+                    self.redacted[at] = (found[0], left)
+                else:
+                    del self.redacted[at]
+        places = len({(file, line) for file, line, _, _ in listed})
+        seen = self.forgets.get(record.plan)
+        self.forgets[record.plan] = (
+            ForgetOnRecord(plan=record.plan, time=record.time, records=places)
+            if seen is None
+            else msgspec.structs.replace(seen, records=places)
+        )
+
+    def _note_call(self, record: AuditRecordV1 | AuditRecordV2 | AuditRecordV3, where: str) -> None:
+        if not isinstance(record, AuditRecordV3):
+            self.old_versions += 1
         key = (record.session, record.call)
         if record.status == "started":
             self.unfinished[key] = where
@@ -127,6 +196,7 @@ class _Walk:
 def _walk(directory: Path, key: bytes, *, mark: int | None = None) -> _Walk:
     """Read every record in order, following the chain; blocking."""
     walk = _Walk(marked=AUDIT_GENESIS if mark == 0 else None)
+    commit_key = proto.audit_commit_key(key)
     for path in _month_files(directory):
         read_to = 0
         for line in AUDIT_LOG.lines(path):
@@ -136,6 +206,8 @@ def _walk(directory: Path, key: bytes, *, mark: int | None = None) -> _Walk:
             record = line.record
             if walk.broken is None:
                 walk.broken = _check(key, line, where, walk)
+            if walk.broken is None and isinstance(record, AuditRecordV3):
+                walk.broken = _check_texts(commit_key, record, (path.name, line.number), walk)
             walk.last = record.mac if record is not None else ""
             walk.last_where = where
             if walk.records == mark:
@@ -144,7 +216,29 @@ def _walk(directory: Path, key: bytes, *, mark: int | None = None) -> _Walk:
                 walk.note(record, where)
         if torn := path.stat().st_size - read_to:
             log.warning("%s ends in a torn line of %d bytes; skipped it", path, torn)
+    if walk.broken is None and walk.redacted:
+        where, unmatched = next(iter(walk.redacted.values()))
+        fields = list(unmatched)
+        walk.broken = (
+            f"{where}: the text of its {' and '.join(fields)} does not match what the record "
+            "was signed with, and no forget lists it (the text was changed)"
+        )
     return walk
+
+
+def _check_texts(
+    commit_key: bytes, record: AuditRecordV3, at: tuple[str, int], walk: _Walk
+) -> str | None:
+    """Note the texts of a signed V3 record that a forget may have redacted; or what is wrong."""
+    unmatched = proto.unmatched_texts(commit_key, record)
+    if unmatched is None:
+        return (
+            f"{at[0]} line {at[1]}: its text fields are not the ones it was signed with "
+            "(a field was added or removed)"
+        )
+    if unmatched:
+        walk.redacted[at] = (f"{at[0]} line {at[1]}", unmatched)
+    return None
 
 
 def _check(key: bytes, line: proto.Line[AuditRecord], where: str, walk: _Walk) -> str | None:
@@ -191,8 +285,13 @@ class Audit:
         self.head_path = directory / AUDIT_HEAD
         self.returned: dict[str, Label] = {}
         """Per session, the labels of the results brokerd returned to it (from `open`)."""
+        self.plans = directory / FORGET_DIR
+        """brokerd's forget plans (`proto.write_plan`)."""
         self._lock = trio.Lock()
         self._key = b""
+        self._commit_key = b""
+        self._listed: dict[str, set[Listed]] = {}
+        """Per forget plan, the (month file, line, field) its redaction records list."""
         self._files = AuditFiles(self.head_path)
         self._count = 0
         self._last = AUDIT_GENESIS
@@ -207,6 +306,10 @@ class Audit:
     def open(self) -> None:
         """Create the directory (0700) and the key, drop torn tails, check the log.
 
+        Then, once, move a sound log's V1 and V2 lines to V3 (`_audit_migration.py`),
+        and finish the forgets decided before brokerd stopped (committed plans), before
+        anything else is appended.
+
         Blocking: call it at start.
 
         Raises:
@@ -216,6 +319,9 @@ class Audit:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.directory, 0o700)
         self._key = proto.ensure_key(self.key_path)
+        self._commit_key = proto.audit_commit_key(self._key)
+        if _audit_migration.finish(self.directory, self.head_path):
+            log.warning("finished moving the audit log to V3 (brokerd stopped during it)")
         for path in _month_files(self.directory):
             whole = 0
             for line in AUDIT_LOG.lines(path):
@@ -260,9 +366,55 @@ class Audit:
             walk.labels[session] = UNKNOWN_RESULT if seen is None else seen.join(UNKNOWN_RESULT)
         self.returned = walk.labels
         self._count, self._last, self._broken = walk.records, walk.last, broken
+        self._listed = walk.listed
+        if broken is None and walk.old_versions:
+            self._migrate()
         self._synced = (self._count, self._last)
         # One line again, whatever it held: the heads before it say nothing more.
         self._files.replace_head(_head_line(self._head()))
+        self._finish_plans()
+
+    def _migrate(self) -> None:
+        """Move the log, verified, to V3 (`_audit_migration.py`); a failure leaves it as it was."""
+        old = (self._count, self._last)
+        try:
+            self._count = _audit_migration.stage(
+                self.directory, self._key, old_records=old[0], old_last=old[1], now=proto.utc_now()
+            )
+            _audit_migration.finish(self.directory, self.head_path)
+        except OSError as exc:
+            log.error(
+                "the audit log could not be moved to V3 (%s); it stays as it is, and a "
+                "forget cannot redact its older records until a start moves it",
+                exc,
+            )
+            self._count = old[0]
+            return
+        head = _head_decoder.decode(self.head_path.read_bytes())
+        self._last = head.last
+        log.warning(
+            "moved the audit log's %s to V3 (once); its migration record pins the old "
+            "head: %s, last MAC %s",
+            _records(old[0]),
+            _records(old[0]),
+            old[1],
+        )
+
+    def _finish_plans(self) -> None:
+        """Finish the forgets decided before a stop; delete the ones never decided."""
+        for path in proto.plan_paths(self.plans):
+            plan = proto.read_plan(self.plans, path.stem)
+            if plan is None:
+                continue
+            if plan.committed:
+                applied = self._apply_now(plan, None)
+                log.warning(
+                    "finished forget %s in the audit log (brokerd stopped during it)%s",
+                    plan.plan,
+                    f"; conflicts: {'; '.join(applied.conflicts)}" if applied.conflicts else "",
+                )
+            elif time.time() - path.stat().st_mtime > STALE_PLAN_S:
+                proto.remove_plan(self.plans, plan.plan)
 
     @property
     def broken(self) -> str | None:
@@ -340,7 +492,7 @@ class Audit:
         """
         self._nursery = nursery
 
-    async def append(self, record: AuditRecordV2, now: datetime, *, durable: bool = True) -> None:
+    async def append(self, record: AuditRecordV3, now: datetime, *, durable: bool = True) -> None:
         """Chain `record` to the last one, append it to the month of `now`, move the head.
 
         With `durable` (a call's decision, before the call runs) the line and its head are
@@ -377,7 +529,7 @@ class Audit:
                 AUDIT_UNWRITABLE,
             )
 
-    def _append_now(self, record: AuditRecordV2, now: datetime, durable: bool) -> None:
+    def _append_now(self, record: V3Line, now: datetime, durable: bool) -> None:
         if (
             self._broken is None
             and not self._head_unsure
@@ -387,8 +539,7 @@ class Audit:
         path = proto.month_file(self.directory, now)
         if self._files.log_path != path:
             self._sync()  # a new month: an fsync of its file would not cover the last one's
-        chained = msgspec.structs.replace(record, prev=self._last)
-        signed = msgspec.structs.replace(chained, mac=proto.audit_mac(self._key, chained))
+        signed = seal(self._key, self._commit_key, record, self._last)
         self._files.write(path, _encoder.encode(signed))
         self._count, self._last = self._count + 1, signed.mac
         if durable:
@@ -423,11 +574,15 @@ class Audit:
         return await trio.to_thread.run_sync(self._call_state_now, session, call)
 
     def _call_state_now(self, session: str, call: str) -> proto.CallStateReply:
-        last: AuditRecord | None = None
+        last: proto.AuditCallRecord | None = None
         for path in reversed(_month_files(self.directory)):
             for line in proto.AUDIT_LOG.lines(path):
                 record = line.record
-                if record is not None and record.session == session and record.call == call:
+                if (
+                    isinstance(record, AuditRecordV1 | AuditRecordV2 | AuditRecordV3)
+                    and record.session == session
+                    and record.call == call
+                ):
                     last = record
             if last is not None:
                 break
@@ -454,7 +609,8 @@ class Audit:
         walk = _walk(self.directory, self._key)
         found = walk.broken
         if found is None and self._broken is not None:
-            return Verdict(records=walk.records, broken_at=self._broken)
+            forgets = list(walk.forgets.values())
+            return Verdict(records=walk.records, broken_at=self._broken, forgets=forgets)
         if found is None and walk.records != self._count:
             more = "added that brokerd did not write"
             less = "removed from its end"
@@ -469,8 +625,9 @@ class Audit:
             )
         if found is None and not self._head_unsure:
             found = self._head_problem()
+        forgets = list(walk.forgets.values())
         if found is None:
-            return Verdict(records=walk.records)
+            return Verdict(records=walk.records, forgets=forgets)
         if self._broken is None:
             self._keep(found)
             try:
@@ -481,7 +638,7 @@ class Audit:
                     exc,
                     AUDIT_UNWRITABLE,
                 )
-        return Verdict(records=walk.records, broken_at=found)
+        return Verdict(records=walk.records, broken_at=found, forgets=forgets)
 
     def _head_problem(self) -> str | None:
         """What is wrong with the head on disk, compared with the one written last; or None.
@@ -508,3 +665,130 @@ class Audit:
             "the audit log is not as brokerd wrote it: %s (runbook: %s)", finding, AUDIT_TAMPERED
         )
         self._broken = f"found on {proto.utc_stamp()} while brokerd ran: {finding}"
+
+    # -- forget (issue 31): the audit's part, as memoryd and loopd do theirs -----------
+
+    def forget_digest(self, text: str) -> str:
+        """`proto.digest` of a forgotten text under a key derived from the audit key."""
+        return proto.digest(proto.audit_forget_key(self._key), text)
+
+    def forget_look(self, text: str) -> int:
+        """How many audit records hold `text` (in their decoded text fields); blocking."""
+        return sum(len(edit.lines) for edit in plan_edits(self.directory, text))
+
+    def forget_prepare(self, plan: str, text: str) -> proto.ForgetPlan:
+        """Write plan `plan` (uncommitted, without the text) to redact `text`; change nothing.
+
+        Blocking.
+
+        Raises:
+            OSError: the log cannot be read or the plan written.
+        """
+        edits = plan_edits(self.directory, text)
+        prepared = proto.ForgetPlan(
+            plan=plan, edits=list(edits), counts={"audit": sum(len(e.lines) for e in edits)}
+        )
+        proto.write_plan(self.plans, prepared)
+        return prepared
+
+    async def forget_apply(self, plan: str, text: str | None) -> proto.ForgetApplied:
+        """The forget is decided: (re-plan with `text`,) list, redact, verify, delete the plan.
+
+        With `text`, the plan is made again from the log as it is (records written since
+        `forget_prepare` are redacted too), and the log is checked to hold it nowhere
+        after. Without, the stored plan is finished; none means it was finished already.
+
+        Raises:
+            OSError: the log or the plan cannot be read or written (the plan, committed,
+                is finished by the next try or start).
+        """
+        async with self._lock:
+            return await trio.to_thread.run_sync(self._forget_apply_now, plan, text)
+
+    def _forget_apply_now(self, plan_id: str, text: str | None) -> proto.ForgetApplied:
+        if text is not None:
+            edits = plan_edits(self.directory, text)
+            count = sum(len(e.lines) for e in edits)
+            plan = proto.ForgetPlan(
+                plan=plan_id, committed=True, edits=list(edits), counts={"audit": count}
+            )
+        else:
+            stored = proto.read_plan(self.plans, plan_id)
+            if stored is None:
+                return proto.ForgetApplied(plan=plan_id)
+            plan = msgspec.structs.replace(stored, committed=True)
+        proto.write_plan(self.plans, plan)
+        self._sync()  # records not yet durable are in the files the edits rewrite
+        return self._apply_now(plan, text)
+
+    def _apply_now(self, plan: proto.ForgetPlan, text: str | None) -> proto.ForgetApplied:
+        """Apply a committed plan: list its redactions (signed, durable) first, then redact.
+
+        A record is listed before its text changes, so a crash at any point leaves a log
+        that verifies; listing again what is listed already is skipped, so a retry adds
+        only what a new plan found.
+        """
+        places = redaction_places(self._commit_key, plan.edits)
+        listed = self._listed.setdefault(plan.plan, set())
+        unlisted = [
+            msgspec.structs.replace(
+                p,
+                fields={f: c for f, c in p.fields.items() if (p.file, p.line, f, c) not in listed},
+            )
+            for p in places
+        ]
+        unlisted = [p for p in unlisted if p.fields]
+        if unlisted:
+            now = proto.utc_now()
+            redaction = AuditRedaction(
+                v=3, time=proto.utc_stamp(now), plan=plan.plan, places=unlisted, prev="", mac=""
+            )
+            self._append_now(redaction, now, durable=True)
+            listed.update((p.file, p.line, f, c) for p in unlisted for f, c in p.fields.items())
+        conflicts: list[str] = []
+        for edit in plan.edits:
+            conflicts += proto.apply_edit(self.directory, edit).conflicts
+        for edit in plan.edits:
+            conflicts += proto.verify_edit(self.directory, edit)
+        if text is not None and (left := self.forget_look(text)):
+            conflicts.append(f"the audit log still holds it in {_records(left)}")
+        proto.remove_plan(self.plans, plan.plan)
+        count = plan.counts.get("audit", 0)
+        holdings = [proto.Holding(store="audit", count=count, unit="records")]
+        return proto.ForgetApplied(plan=plan.plan, holdings=holdings, conflicts=conflicts)
+
+    def forget_abort(self, plan: str) -> None:
+        """Delete plan `plan` if it was never committed; blocking."""
+        stored = proto.read_plan(self.plans, plan)
+        if stored is not None and not stored.committed:
+            proto.remove_plan(self.plans, plan)
+
+    async def append_forget(
+        self,
+        *,
+        plan: str,
+        counts: dict[str, int],
+        digest: str,
+        surface: Surface,
+        session: str | None,
+    ) -> None:
+        """Append the forget's own record (decided by the owner): counts and digest, no text.
+
+        Raises:
+            OSError: it could not be written (see `append`).
+        """
+        now = proto.utc_now()
+        record = AuditForget(
+            v=3,
+            time=proto.utc_stamp(now),
+            decision="owner",
+            surface=surface,
+            session=session,
+            plan=plan,
+            counts=counts,
+            digest=digest,
+            prev="",
+            mac="",
+        )
+        async with self._lock:
+            await trio.to_thread.run_sync(self._append_now, record, now, True)

@@ -32,7 +32,7 @@ import trio
 import proto
 from proto import (
     ApprovalPending,
-    AuditRecordV2,
+    AuditRecordV3,
     Label,
     Message,
     PendingApproval,
@@ -333,7 +333,7 @@ class Decider:
                 assert_never(call.by)
         return Ran(run, output)
 
-    async def _append(self, record: AuditRecordV2, now: datetime) -> None:
+    async def _append(self, record: AuditRecordV3, now: datetime) -> None:
         """Append an outcome record; a failure is logged (the call's answer still goes out).
 
         Its fsync and head follow the answer (`Audit.append`'s `durable`): nothing runs

@@ -16,7 +16,7 @@ from typing import assert_never
 from msgspec.structs import replace
 
 import proto
-from proto import AUDIT_GENESIS, AuditRecordV2, Label, Status, Surface, utc_stamp
+from proto import AUDIT_GENESIS, AuditRecordV3, Label, Status, Surface, TextCommits, utc_stamp
 
 from ._approvals import NotApproved, OwnerDenies
 from ._audit import AUDIT_UNWRITABLE
@@ -132,13 +132,15 @@ def answer(outcome: Outcome) -> tuple[Status, str, Label]:
 
 def audit_record(
     what: Run | Outcome, request: proto.ToolRequest, taint: Label, now: datetime
-) -> AuditRecordV2 | None:
+) -> AuditRecordV3 | None:
     """The audit record of a decision to run (`started`) or of an outcome; None for none.
 
-    Unchained and unsigned (`prev` the genesis, `mac` empty): `Audit.append` chains and
-    signs it. An `Unrecorded` call has no record: none could be written.
+    Unchained and unsigned (`prev` the genesis, `commits` and `mac` empty): `Audit.append`
+    chains it, commits to its texts and signs it. An `Unrecorded` call has no record: none
+    could be written.
     """
-    record = AuditRecordV2(
+    record = AuditRecordV3(
+        v=3,
         time=utc_stamp(now),
         session=request.session,
         call=request.call.id,
@@ -148,6 +150,7 @@ def audit_record(
         label=Label(),
         status="error",
         taint=taint,
+        commits=TextCommits(arguments=""),
         prev=AUDIT_GENESIS,
         mac="",
     )
@@ -189,13 +192,13 @@ def audit_record(
             assert_never(what)
 
 
-def _under(grant: Grant | None, record: AuditRecordV2) -> AuditRecordV2:
+def _under(grant: Grant | None, record: AuditRecordV3) -> AuditRecordV3:
     if grant is None:
         return record
     return replace(record, grant=grant.name, grant_sha256=grant.grant_sha256)
 
 
-def _ran(record: AuditRecordV2, run: Run, status: proto.AuditStatus, label: Label) -> AuditRecordV2:
+def _ran(record: AuditRecordV3, run: Run, status: proto.AuditStatus, label: Label) -> AuditRecordV3:
     """The record of a call that runs (or ran): who decided, under which grant."""
     record = replace(
         _under(run.grant, record),

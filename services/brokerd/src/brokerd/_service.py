@@ -186,6 +186,7 @@ class Brokerd:
                     records=verdict.records,
                     ok=verdict.broken_at is None,
                     broken_at=verdict.broken_at,
+                    forgets=verdict.forgets,
                 )
             case _:
                 assert_never(request)

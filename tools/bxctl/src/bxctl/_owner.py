@@ -273,10 +273,49 @@ def audit_verify(home: Path) -> int:
     reply = ask(path, proto.OWNER_BROKER, AuditVerify(), AuditVerified)
     if reply.ok:
         print(f"audit log intact: {plural(reply.records, 'record')}")
-        return 0
-    broken_at = inline(str(reply.broken_at))
-    print(f"audit log BROKEN at {broken_at} (after {plural(reply.records, 'record')})")
-    return 1
+    else:
+        broken_at = inline(str(reply.broken_at))
+        print(f"audit log BROKEN at {broken_at} (after {plural(reply.records, 'record')})")
+    for forget in reply.forgets:
+        print(_forget_line(forget))
+    return 0 if reply.ok else 1
+
+
+def _forget_line(forget: proto.ForgetOnRecord) -> str:
+    """`forgotten on 2026-12-06 by the owner (bxctl): 3 records`."""
+    where = "" if forget.surface is None else f" ({forget.surface.via})"
+    day = inline(forget.time[:10])
+    return f"forgotten on {day} by the owner{where}: {plural(forget.records, 'record')}"
+
+
+def _tail_line(r: AuditRecord) -> str:
+    """One audit record of `audit tail`, by its kind."""
+    match r:
+        case proto.AuditRecordV1() | proto.AuditRecordV2() | proto.AuditRecordV3():
+            untrusted = " untrusted" if r.label.untrusted else ""
+            return (
+                f"{inline(r.time)}  {r.decision:8} {inline(r.tool):10} {r.status:7} "
+                f"session {inline(r.session)}  grant {inline(r.grant or '-')}  "
+                f"{r.label.class_}{untrusted}"
+            )
+        case proto.AuditForget():
+            counts = ", ".join(f"{inline(k)} {n:,}" for k, n in r.counts.items())
+            return (
+                f"{inline(r.time)}  forget by the owner ({r.surface.via})  "
+                f"plan {inline(r.plan)}  {counts}"
+            )
+        case proto.AuditRedaction():
+            return (
+                f"{inline(r.time)}  redacted {plural(len(r.places), 'record')} "
+                f"(plan {inline(r.plan)})"
+            )
+        case proto.AuditMigration():
+            return (
+                f"{inline(r.time)}  moved {plural(r.old_records, 'record')} to v3 "
+                f"(old head's last MAC {inline(r.old_last)})"
+            )
+        case _:
+            assert_never(r)
 
 
 def audit_tail(home: Path, count: int, *, as_json: bool) -> int:
@@ -300,12 +339,7 @@ def audit_tail(home: Path, count: int, *, as_json: bool) -> int:
     if not records:
         print("the audit log is empty")
     for r in records:
-        untrusted = " untrusted" if r.label.untrusted else ""
-        print(
-            f"{inline(r.time)}  {r.decision:8} {inline(r.tool):10} {r.status:7} "
-            f"session {inline(r.session)}  grant {inline(r.grant or '-')}  "
-            f"{r.label.class_}{untrusted}"
-        )
+        print(_tail_line(r))
     return 0
 
 
