@@ -508,3 +508,59 @@ class Audit:
             "the audit log is not as brokerd wrote it: %s (runbook: %s)", finding, AUDIT_TAMPERED
         )
         self._broken = f"found on {proto.utc_stamp()} while brokerd ran: {finding}"
+
+    # -- forget: STUB (replaced by forget-audit) ----------------------------------------
+    # The API brokerd's forget is written against; the audit helper's branch replaces these
+    # bodies (redacting records, the signed forget record). They touch no record here.
+
+    @property
+    def forget_dir(self) -> Path:
+        """`audit/.forget/`: brokerd's plans, and its forget ledgers."""
+        return self.directory / ".forget"
+
+    def forget_look(self, text: str) -> int:
+        """How many records hold `text`; blocking."""
+        return sum(
+            1
+            for path in _month_files(self.directory)
+            for raw in path.read_bytes().splitlines()
+            if proto.redact_line(raw, text) is not None
+        )
+
+    def forget_prepare(self, plan: str, text: str) -> proto.ForgetPlan:
+        """Write this part's plan (uncommitted); blocking."""
+        prepared = proto.ForgetPlan(plan=plan, counts={"audit": self.forget_look(text)})
+        proto.write_plan(self.forget_dir, prepared)
+        return prepared
+
+    async def forget_apply(self, plan: str, text: str | None) -> proto.ForgetApplied:
+        """Apply and delete the plan (stub: deletes it)."""
+        stored = proto.read_plan(self.forget_dir, plan)
+        if stored is None:
+            return proto.ForgetApplied(plan=plan)
+        proto.remove_plan(self.forget_dir, plan)
+        holdings = [
+            proto.Holding(store=k, count=v, unit="records") for k, v in stored.counts.items()
+        ]
+        return proto.ForgetApplied(plan=plan, holdings=holdings)
+
+    def forget_abort(self, plan: str) -> None:
+        """Delete the plan if it is not committed; blocking."""
+        stored = proto.read_plan(self.forget_dir, plan)
+        if stored is not None and not stored.committed:
+            proto.remove_plan(self.forget_dir, plan)
+
+    async def append_forget(
+        self,
+        *,
+        plan: str,
+        counts: dict[str, int],
+        digest: str,
+        surface: proto.Surface,
+        session: str | None,
+    ) -> None:
+        """Append the forget's own record (stub: nothing)."""
+
+    def forget_digest(self, text: str) -> str:
+        """The keyed digest of `text` the forget's record keeps."""
+        return proto.digest(self._key, text)
