@@ -463,7 +463,8 @@ class Forgets:
             await self._abort(ledger)
             raise ServiceError("forget-not-done", f"nothing was forgotten: {prepared.why()}")
         counts: dict[str, int] = {}
-        for answer in prepared.answers.values():
+        for name in self.parts:
+            answer = prepared.answers[name]
             assert isinstance(answer, ForgetPrepared)
             for holding in answer.holdings:
                 counts[holding.store] = counts.get(holding.store, 0) + holding.count
