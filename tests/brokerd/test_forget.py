@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -371,6 +372,43 @@ async def test_a_part_that_fails_to_apply_stays_pending_until_it_answers(
     assert holding_files(up.settings.home, SECRET) == []
     assert up.leftovers() == []
     assert not any(SECRET.lower() in r.getMessage().lower() for r in caplog.records)
+
+
+async def test_a_record_that_cannot_be_written_is_written_later_and_only_as_a_digest(
+    up: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert up.role is not None
+    audit = up.role.audit
+    writable = trio.Event()
+    asked: list[dict[str, Any]] = []
+    append_forget = audit.append_forget
+
+    async def full_until_writable(**fields: Any) -> None:
+        asked.append(fields)
+        if not writable.is_set():
+            raise OSError(28, "No space left on device")
+        await append_forget(**fields)
+
+    monkeypatch.setattr(audit, "append_forget", full_until_writable)
+    forgotten = await up.owner(Forget(text=SECRET, surface=OWNER, session=SESSION), Forgotten)
+    assert forgotten.pending == ["brokerd"]
+    assert holding_files(up.settings.home, SECRET) == []
+    ledger = msgspec.json.decode(
+        (up.ledgers / f"{forgotten.plan}.ledger.json").read_bytes(), type=Ledger
+    )
+    assert ledger.unfinished == []
+    writable.set()
+    await up.wait_finished(forgotten.plan)
+    assert len(asked) >= 2
+    assert all(fields == asked[0] for fields in asked)
+    assert asked[0] == {
+        "plan": forgotten.plan,
+        "counts": {"journal": 1, "sessions": 2, "audit": 0},
+        "digest": audit.forget_digest(SECRET),
+        "surface": Surface(via="bxctl", uid=os.getuid()),
+        "session": SESSION,
+    }
+    assert up.leftovers() == []
 
 
 async def test_a_restarted_brokerd_finishes_a_decided_forget(

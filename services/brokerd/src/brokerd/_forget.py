@@ -494,7 +494,9 @@ class Forgets:
             if isinstance(answer, ForgetApplied):
                 conflicts += [f"{name}: {conflict}" for conflict in answer.conflicts]
         pending = ledger.unfinished
-        if pending or not isinstance(ledger.record, msgspec.UnsetType):
+        if not isinstance(ledger.record, msgspec.UnsetType) and AUDIT_PART not in pending:
+            pending.append(AUDIT_PART)  # its own record of the forget is still to be written
+        if pending:
             nursery = self._nursery
             assert nursery is not None
             nursery.start_soon(self._finish, ledger)
