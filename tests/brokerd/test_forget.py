@@ -182,6 +182,8 @@ class World:
         )
         self.before = {role: role.log.read_bytes() for role in (self.memoryd, self.loopd)}
         self.role: Brokerd | None = None
+        self.shutdown = trio.Event()
+        self.stopped = trio.Event()
         self._brokerd_scope: trio.CancelScope | None = None
 
     @property
@@ -197,13 +199,15 @@ class World:
         role = Brokerd(self.settings)
         role.prepare()
 
+        self.shutdown, self.stopped = trio.Event(), trio.Event()
+
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             with trio.CancelScope() as scope:
                 self._brokerd_scope = scope
                 async with trio.open_nursery() as work:
-                    await role.start(work, trio.Event())
+                    await role.start(work, self.shutdown)
                     task_status.started()
-                    await trio.sleep_forever()
+            self.stopped.set()
 
         with trio.fail_after(CAP_S):
             await nursery.start(run)
@@ -427,6 +431,16 @@ async def test_a_restarted_brokerd_finishes_a_decided_forget(
     assert all(r == ForgetApply(plan=forgotten.plan) for r in up.loopd.seen)
     assert holding_files(up.settings.home, SECRET) == []
     assert up.leftovers() == []
+
+
+async def test_a_forget_left_to_finish_does_not_hold_up_a_shutdown(up: World) -> None:
+    up.loopd.refuse.add("forget_apply")
+    forgotten = await up.owner(Forget(text=SECRET, surface=OWNER), Forgotten)
+    assert forgotten.pending == ["loopd"]
+    up.shutdown.set()
+    with trio.fail_after(CAP_S / 3):
+        await up.stopped.wait()
+    assert (up.ledgers / f"{forgotten.plan}.ledger.json").exists()
 
 
 async def test_a_forget_left_preparing_is_aborted_at_start(

@@ -344,6 +344,7 @@ class Forgets:
         self.parts = {part.name: part for part in parts}
         self._backoff = backoff
         self._nursery: trio.Nursery | None = None
+        self._shutdown = trio.Event()
         self._left: list[Ledger] = []
         self._unfinished: dict[str, trio.Event] = {}
 
@@ -359,9 +360,14 @@ class Forgets:
                 "finishing it" if ledger.state == "committed" else "aborting it",
             )
 
-    def finish_in(self, nursery: trio.Nursery) -> None:
-        """Carry the ledgers `load` found, and every forget from now on, in `nursery`."""
+    def finish_in(self, nursery: trio.Nursery, shutdown: trio.Event) -> None:
+        """Carry the ledgers `load` found, and every forget from now on, in `nursery`.
+
+        A part still to finish at `shutdown` is left to the next start (its ledger says
+        so), rather than hold the drain up with retries.
+        """
         self._nursery = nursery
+        self._shutdown = shutdown
         for ledger in self._left:
             nursery.start_soon(self._finish, ledger)
         self._left = []
@@ -604,7 +610,15 @@ class Forgets:
             if not ledger.unfinished and isinstance(ledger.record, msgspec.UnsetType):
                 await self._done(ledger)
                 return
-            await trio.sleep(backoff.next())
+            with trio.move_on_after(backoff.next()):
+                await self._shutdown.wait()
+            if self._shutdown.is_set():
+                log.info(
+                    "forget %s: %s left to finish at the next start",
+                    ledger.plan,
+                    ", ".join(ledger.unfinished) or "its audit record",
+                )
+                return
 
     async def _done(self, ledger: Ledger) -> None:
         try:

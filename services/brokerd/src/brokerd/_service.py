@@ -142,7 +142,7 @@ class Brokerd:
         """Serve both sockets in `work` until `shutdown`; return a status line."""
         s = self.settings
         serve = partial(proto.serve_unix, shutdown=shutdown, read_timeout_s=s.read_timeout_s)
-        self.forgets.finish_in(work)  # forgets an earlier run left are finished first
+        self.forgets.finish_in(work, shutdown)  # forgets an earlier run left are finished first
         await work.start(partial(serve, proto.LOOP_BROKER, s.loop_socket, self.handle_loop))
         await work.start(partial(serve, proto.OWNER_BROKER, s.admin_socket, self.handle_owner))
         work.start_soon(self._withdraw_on_shutdown, shutdown)
