@@ -25,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar, assert_never
 
 import msgspec
 import trio
@@ -315,9 +315,9 @@ class _Round:
         return "; ".join(str(failure) for failure in self.failures.values())
 
 
-def _counted(holdings: Sequence[Holding]) -> str:
+def _counted(counts: dict[str, int]) -> str:
     """`journal 2, sessions 3` for the log: stores and counts only."""
-    return ", ".join(f"{h.store} {h.count}" for h in holdings) or "nothing"
+    return ", ".join(f"{store} {count}" for store, count in counts.items()) or "nothing"
 
 
 class Forgets:
@@ -488,7 +488,7 @@ class Forgets:
                 f"nothing was forgotten: brokerd cannot write {self.directory}: "
                 f"{exc.strerror or exc}",
             ) from None
-        log.info("forget %s: decided; %s", plan, _counted(_holdings(counts, "")))
+        log.info("forget %s: decided; %s", plan, _counted(counts))
         ledger = await self._record(committed)
         ledger, applied = await self._apply_round(ledger, text)
         holdings: list[Holding] = []
@@ -521,6 +521,12 @@ class Forgets:
                 found.answers[part.name] = await ask(part)
             except PartFailed as exc:
                 found.failures[part.name] = exc
+            except Exception:
+                # A bug must not end the task that carries a decided forget to its end.
+                log.exception("forget: %s failed inside brokerd", part.name)
+                found.failures[part.name] = PartFailed(
+                    part.name, "internal", f"{part.name} failed inside brokerd; its log says why"
+                )
 
         async with trio.open_nursery() as nursery:
             for name in self.parts if names is None else names:
@@ -563,7 +569,7 @@ class Forgets:
                     "forget %s: %s applied: %s%s",
                     ledger.plan,
                     name,
-                    _counted(answer.holdings),
+                    _counted({h.store: h.count for h in answer.holdings}),
                     f", {len(answer.conflicts)} conflicts" if answer.conflicts else "",
                 )
             elif (failure := applied.failures.get(name)) is not None:
@@ -607,6 +613,8 @@ class Forgets:
                         ledger, _ = await self._apply_round(ledger, None)
                 case "preparing":
                     ledger = await self._abort_round(ledger)
+                case _:
+                    assert_never(ledger.state)
             if not ledger.unfinished and isinstance(ledger.record, msgspec.UnsetType):
                 await self._done(ledger)
                 return
