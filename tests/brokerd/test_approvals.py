@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -280,3 +282,49 @@ def test_a_page_of_approvals_fits_a_frame_and_names_the_rest(sizes: list[int], s
             assert len(frame) <= proto.MAX_FRAME
         rest = [a for a in rest if a.id in more]
     assert page([]) == ([], [])
+
+
+FORGET = "Zébra-7731"
+_spelled = st.sampled_from([FORGET, FORGET.lower(), FORGET.upper(), "zébra 7731", "7731"])
+_plain = st.characters(blacklist_characters='{}[]"\\')  # text that is not itself JSON
+_argument = st.one_of(
+    st.text(_plain, max_size=12),
+    st.tuples(st.text(_plain, max_size=6), _spelled, st.text(_plain, max_size=6)).map("".join),
+)
+
+
+@given(st.lists(st.tuples(_argument, st.booleans()), min_size=1, max_size=5))
+async def test_a_forget_denies_exactly_the_approvals_whose_arguments_hold_it(
+    calls: list[tuple[str, bool]],
+) -> None:
+    approvals = PendingApprovals(timeout_s=900)
+    listed: list[PendingApproval] = []
+    for value, nested in calls:
+        # a string that is itself JSON (the model's nested arguments) is judged decoded,
+        # not by its escapes (`\u00e9`)
+        inner = json.dumps({"q": value}) if nested else value
+        listed.append(
+            msgspec.structs.replace(
+                pending(approvals), arguments=json.dumps({"path": inner}, ensure_ascii=False)
+            )
+        )
+    settled: dict[str, object] = {}
+    async with trio.open_nursery() as nursery:
+        for approval in listed:
+
+            async def waiter(approval: PendingApproval = approval) -> None:
+                settled[approval.id] = await approvals.wait_settled(
+                    approval, announce=nothing, peer_gone=never
+                )
+
+            nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        denied = approvals.deny_holding(FORGET, NO)
+        approvals.withdraw_all()
+    holding = [
+        approval.id
+        for approval, (value, _) in zip(listed, calls, strict=True)
+        if FORGET.lower() in value.lower()
+    ]
+    assert sorted(denied) == sorted(holding)
+    assert {id_ for id_, how in settled.items() if how == NO} == set(holding)

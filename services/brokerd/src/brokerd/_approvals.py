@@ -276,6 +276,21 @@ class PendingApprovals:
         verb = "approved" if isinstance(answer, OwnerApproves) else "denied"
         log.info("approval %s %s by the owner", approval_id, verb)
 
+    def deny_holding(self, text: str, answer: OwnerDenies) -> list[str]:
+        """Deny, with `answer`, every pending approval whose arguments hold `text`; their ids.
+
+        A forget does this before it changes anything, so that no approval given later
+        can write the text back. Synchronous, like every settling.
+        """
+        holding = [
+            entry
+            for entry in self._pending.values()
+            if proto.holds_value(entry.approval.arguments, text)
+        ]
+        for entry in holding:
+            self._settle(entry, answer)
+        return [entry.approval.id for entry in holding]
+
     def withdraw_all(self) -> None:
         """Deny every pending approval, and any asked from now on: brokerd is shutting down."""
         self._closed = True

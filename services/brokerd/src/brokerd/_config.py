@@ -21,9 +21,13 @@ class Settings:
     home: Path
     memory_socket: Path
     memory_call_timeout_s: float
+    loopd_socket: Path
+    """`[loop] socket`: loopd's broker socket (broker-loop), where a forget asks loopd."""
+    loopd_call_timeout_s: float
     runtime: Literal["local", "refusing"]
     approval_timeout_s: float
     loop_socket: Path
+    """`[sockets] loop`: the socket brokerd serves loopd's tool calls on (loop-broker)."""
     admin_socket: Path
     read_timeout_s: float
     drain_s: float
@@ -64,6 +68,8 @@ def resolve(config: proto.BrokerdConfig, *, config_dir: Path) -> Settings:
         home=home,
         memory_socket=socket(config.memory.socket, proto.BROKER_MEMORY),
         memory_call_timeout_s=config.memory.call_timeout_s,
+        loopd_socket=socket(config.loop.socket, proto.BROKER_LOOP),
+        loopd_call_timeout_s=config.loop.call_timeout_s,
         runtime=config.runtime.kind,
         approval_timeout_s=config.approvals.timeout_s,
         loop_socket=socket(config.sockets.loop, proto.LOOP_BROKER),

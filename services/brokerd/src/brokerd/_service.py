@@ -2,8 +2,9 @@
 
 loop-broker (loopd): `tool_request` → (`approval_pending`) → `tool_response`.
 owner-broker (bxctl, mattermostd): `approvals_list`, `approval_decide`, `approval_revise`,
-`memory_edit`, `grants_list`, `audit_verify`.
-Approvals are reachable from the owner's socket only.
+`memory_edit`, `grants_list`, `audit_verify`, `forget_preview`, `forget` (`_forget`).
+Approvals and forgets are reachable from the owner's socket only: no tool call of the model
+can forget, or decide anything.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from proto import (
     CallState,
     Connection,
     Deny,
+    Forget,
+    ForgetPreview,
     Grants,
     GrantsList,
     MemoryEdit,
@@ -40,6 +43,7 @@ from . import _approvals
 from ._audit import AUDIT_TAMPERED, Audit
 from ._config import Settings
 from ._decide import Decider
+from ._forget import AuditPart, Forgets, RolePart
 from ._grants import GrantSet, load_grants
 from ._local_tools import LocalLimits, LocalRuntime
 from ._owner import BadSurface, RevisionRefused, revise, surface_of
@@ -55,6 +59,11 @@ _OWNER_REFUSALS = (
     RevisionRefused,
     BadSurface,
 )
+
+MIN_FORGET_CALL_S = 120.0
+"""The least a forget's call to memoryd may take: `[memory] call_timeout_s` is set for a
+recall or an edit, and a forget rewrites every store that holds the text (the bench's
+1M-record home takes up to a minute)."""
 
 GRANTS_INVALID = "grants-invalid"
 """The runbook entry for grant files that failed to load."""
@@ -88,9 +97,25 @@ class Brokerd:
         self.approvals = _approvals.PendingApprovals(settings.approval_timeout_s)
         self.grants = GrantSet(by_tool={})
         self._runtime = runtime
+        self.forgets = Forgets(
+            settings.audit_dir / ".forget",
+            self.audit,
+            self.approvals,
+            [
+                RolePart(
+                    "memoryd",
+                    settings.memory_socket,
+                    call_timeout_s=max(settings.memory_call_timeout_s, MIN_FORGET_CALL_S),
+                ),
+                RolePart(
+                    "loopd", settings.loopd_socket, call_timeout_s=settings.loopd_call_timeout_s
+                ),
+                AuditPart(self.audit),
+            ],
+        )
 
     def prepare(self) -> None:
-        """Create the keys, check the audit log, load the grants; blocking, before serving.
+        """Create the keys, check the audit log, load the grants and forget ledgers; blocking.
 
         Raises:
             proto.StartFailed: a key cannot be used.
@@ -101,6 +126,7 @@ class Brokerd:
             self.audit.open()
         except proto.KeyUnusable as exc:
             raise proto.StartFailed(str(exc)) from None
+        self.forgets.load()
         self.grants = load_grants(self.settings.grants_dir)
         runtime = self._runtime or configured_runtime(self.settings, approval_key)
         self.decider = Decider(self.grants, self.approvals, self.audit, runtime)
@@ -116,6 +142,7 @@ class Brokerd:
         """Serve both sockets in `work` until `shutdown`; return a status line."""
         s = self.settings
         serve = partial(proto.serve_unix, shutdown=shutdown, read_timeout_s=s.read_timeout_s)
+        self.forgets.finish_in(work, shutdown)  # forgets an earlier run left are finished first
         await work.start(partial(serve, proto.LOOP_BROKER, s.loop_socket, self.handle_loop))
         await work.start(partial(serve, proto.OWNER_BROKER, s.admin_socket, self.handle_owner))
         work.start_soon(self._withdraw_on_shutdown, shutdown)
@@ -149,7 +176,7 @@ class Brokerd:
                 assert_never(request)
 
     async def handle_owner(self, request: proto.OwnerBrokerRequest, conn: Connection) -> Message:
-        """approvals_list, approval_decide (and _revise), memory_edit, grants_list, audit_verify."""
+        """The owner's requests: approvals, edits, grants, the audit, and forgets."""
         match request:
             case ApprovalsList():
                 pending = self.approvals.pending()
@@ -188,6 +215,14 @@ class Brokerd:
                     broken_at=verdict.broken_at,
                     forgets=verdict.forgets,
                 )
+            case ForgetPreview():
+                return await self.forgets.preview(request.text)
+            case Forget():
+                try:
+                    surface = surface_of(request.surface, conn.peer_uid)
+                except BadSurface as exc:
+                    raise ServiceError(exc.code, str(exc)) from None
+                return await self.forgets.forget(request.text, surface, request.session)
             case _:
                 assert_never(request)
 
