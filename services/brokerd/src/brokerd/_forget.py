@@ -74,9 +74,10 @@ MAX_NEAR = 10
 AUDIT_PART = "brokerd"
 """The name of brokerd's own part (its audit log) in a ledger and in `pending`."""
 
-RETRY_FIRST_S = 1.0
-RETRY_LONGEST_S = 60.0
-"""How a decided forget tries a part again that did not answer (`proto.Backoff`)."""
+RETRY_FIRST_S = 0.5
+RETRY_LONGEST_S = 10.0
+"""How a decided forget tries a part again that did not answer (`proto.Backoff`): a role
+`bxctl up` restarts is back within seconds, and the owner waits on the answer."""
 
 M = TypeVar("M", bound=Message)
 
