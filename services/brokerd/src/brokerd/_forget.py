@@ -79,6 +79,12 @@ RETRY_LONGEST_S = 10.0
 """How a decided forget tries a part again that did not answer (`proto.Backoff`): a role
 `bxctl up` restarts is back within seconds, and the owner waits on the answer."""
 
+PREPARE_WAIT_S = 60.0
+"""How long a forget waits for a part that went away while preparing to come back."""
+
+_GONE = frozenset({"unreachable", "broken"})
+"""The failures of a part that died or is restarting (as opposed to one that said no)."""
+
 M = TypeVar("M", bound=Message)
 
 
@@ -463,7 +469,7 @@ class Forgets:
         )
         if denied:
             log.info("forget %s: denied pending approvals %s", plan, ", ".join(denied))
-        prepared = await self._round(lambda part: part.prepare(plan, text))
+        prepared = await self._prepare(plan, text)
         if prepared.failures:
             for name, failure in prepared.failures.items():
                 log.warning("forget %s: %s did not prepare (%s)", plan, name, failure.code)
@@ -510,6 +516,33 @@ class Forgets:
         else:
             await self._done(ledger)
         return Forgotten(plan=plan, holdings=holdings, pending=pending, conflicts=conflicts)
+
+    async def _prepare(self, plan: str, text: str) -> _Round:
+        """Every part's plan; a part that went away (died, restarting) is asked again.
+
+        A role `bxctl up` or systemd restarts is back within seconds, and the owner is
+        still waiting with the text in hand: a forget cut off by a death before its commit
+        point is carried on once the role is back, not dropped. A part that answered with
+        an error, or is still gone after `PREPARE_WAIT_S`, fails the forget: nothing changed.
+        """
+        prepared = await self._round(lambda part: part.prepare(plan, text))
+        backoff = self._backoff()
+        with trio.move_on_after(PREPARE_WAIT_S):
+            while prepared.failures and all(
+                failure.code in _GONE for failure in prepared.failures.values()
+            ):
+                log.info(
+                    "forget %s: %s went away while preparing; asking again",
+                    plan,
+                    ", ".join(prepared.failures),
+                )
+                await trio.sleep(backoff.next())
+                again = await self._round(
+                    lambda part: part.prepare(plan, text), names=list(prepared.failures)
+                )
+                prepared.answers.update(again.answers)
+                prepared.failures = again.failures
+        return prepared
 
     async def _round(
         self, ask: Callable[[Part], Awaitable[object]], names: Iterable[str] | None = None
