@@ -316,6 +316,43 @@ def remove(
 
 
 @memory.command
+def forget(text: str, /, *, yes: Yes = False, json: Json = False, home: Home = None) -> int:
+    """Erase TEXT from every file boxmaker wrote, for good, after a preview and y/N.
+
+    Unlike `memory remove` (one entry out of its file, undoable, its history kept), forget
+    takes TEXT out of every file: memory, archive, journal, sessions, audit, index, chat
+    history. It cannot be undone.
+
+    Example: bxctl memory forget "ZEBRA-7731"
+
+    Args:
+        text: the text to forget, matched in any case (2 to 1,000 characters).
+        yes: forget at once, printing the preview and what was done (for scripts).
+        json: print the preview as JSON and change nothing.
+        home: the boxmaker home.
+    """
+    import sys
+
+    import proto
+    from entries import Forget
+
+    from ._common import inline, print_json
+    from ._memory import forget_preview, run_owner_command, terminal_confirm
+
+    problem = proto.forget_problem(text)
+    if problem is not None:
+        # a usage error (exit 2), said before anything is asked
+        print(f"bxctl: {inline(problem)}: `bxctl memory forget TEXT`", file=sys.stderr)
+        return 2
+    where = _home(home)
+    if json:
+        print_json(forget_preview(where, text.strip()))
+        return 0
+    confirm = terminal_confirm("`bxctl memory forget`")
+    return run_owner_command(where, Forget(text.strip(), yes), confirm=confirm)
+
+
+@memory.command
 def why(part: str, /, *, home: Home = None, json: Json = False) -> int:
     """Where each entry holding PART came from: its edits, who approved them where, and why.
 
