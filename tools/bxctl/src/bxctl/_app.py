@@ -297,7 +297,8 @@ def remove(
 ) -> int:
     """Remove the entry holding OLD (any part of it), after showing it and asking.
 
-    It can be undone (`bxctl memory undo`), like every edit.
+    It can be undone (`bxctl memory undo`), like every edit, and the entry's text stays
+    in the edit history; `bxctl memory forget` erases a text everywhere, for good.
 
     Example: bxctl memory remove "answers in UTC"
 
@@ -315,13 +316,27 @@ def remove(
     return run_owner_command(_home(home), Remove(_part(old), file, yes), confirm=confirm)
 
 
-@memory.command
-def forget(text: str, /, *, yes: Yes = False, json: Json = False, home: Home = None) -> int:
-    """Erase TEXT from every file boxmaker wrote, for good, after a preview and y/N.
+ForgetYes = Annotated[
+    bool,
+    Parameter(
+        name="--yes", negative=(), help="forget at once, printing the preview and what was done"
+    ),
+]
+ForgetJson = Annotated[
+    bool, Parameter(name="--json", negative=(), help="print the preview as JSON; change nothing")
+]
 
-    Unlike `memory remove` (one entry out of its file, undoable, its history kept), forget
-    takes TEXT out of every file: memory, archive, journal, sessions, audit, index, chat
-    history. It cannot be undone.
+
+@memory.command
+def forget(
+    text: str, /, *, yes: ForgetYes = False, json: ForgetJson = False, home: Home = None
+) -> int:
+    """Erase TEXT from every file, for good; `memory remove` takes one entry out, undoably.
+
+    First a preview, store by store, of what holds TEXT (in any case): the entries of
+    memory.md, user.md and archive.md that go whole, then the journal, session logs,
+    audit log, recall index and chat history, where each copy becomes [forgotten]. Then
+    y/N, once. A forget cannot be undone: to have it back, tell it again.
 
     Example: bxctl memory forget "ZEBRA-7731"
 

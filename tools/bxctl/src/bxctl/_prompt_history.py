@@ -34,17 +34,17 @@ class PromptHistory(History):
         super().__init__()
         self.file = file
         self._unsaved: list[str] = []  # oldest first; the history when there is no file
-        self._loaded_from: tuple[int, int] | None = None
+        self._loaded_from: tuple[int, ...] | None = None
 
-    def _identity(self) -> tuple[int, int] | None:
-        """The file's device and inode: a forget's rewrite (a rename) changes them."""
+    def _identity(self) -> tuple[int, ...] | None:
+        """What changes when the file is rewritten (a forget renames a new file over it)."""
         if self.file is None:
             return None
         try:
             found = os.stat(self.file)
         except OSError:
             return None
-        return found.st_dev, found.st_ino
+        return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns
 
     def load_history_strings(self) -> Iterable[str]:
         """Newest first, as prompt_toolkit wants them."""
