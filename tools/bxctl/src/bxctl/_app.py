@@ -68,10 +68,11 @@ async def chat(
 ) -> int:
     """Talk to boxmaker. Tool calls show as they happen; approvals are asked inline.
 
-    On a terminal: line editing and history; Ctrl-C cancels a turn, Ctrl-D leaves. A line
-    starting with / and a word is one of the chat's own commands (/remember, /forget,
-    /why, /undo, /memory; /help lists them), never sent to the model. At an approval, e
-    edits the proposed memory text before approving it.
+    On a terminal: line editing and history (of your messages; never of a command line);
+    Ctrl-C cancels a turn, Ctrl-D leaves. A line starting with / and a word is one of the
+    chat's own commands (/remember, /remove, /forget, /why, /undo, /memory; /help lists
+    them), never sent to the model. At an approval, e edits the proposed memory text
+    before approving it.
 
     Example: bxctl chat --session chat-k6m5
 
