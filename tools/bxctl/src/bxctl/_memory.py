@@ -55,8 +55,9 @@ class OwnFiles:
 
     `prompt` is the running chat's own history, when the chat runs the command: what it
     keeps loaded is dropped too, so Up never brings a forgotten line back. bxctl writes
-    no plan: its part is one atomic rewrite, done or not done, and a forget cut off
-    before it is run again by the owner (`ForgetApply` without a text finds nothing to do).
+    no plan: its part is one atomic rewrite, done whole or not at all, after brokerd's
+    part; if bxctl is killed between the two, the owner forgets the text again (a
+    `ForgetApply` without a text has nothing here to finish).
     """
 
     def __init__(self, home: Path, prompt: PromptHistory | None = None) -> None:
