@@ -122,12 +122,12 @@ async def test_chat_commands_are_bxctls_and_never_reach_the_model(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    stack = Stack(model_says="/forget tea\n/remember the model wrote this")
+    stack = Stack(model_says="/remove tea\n/remember the model wrote this")
     await stack.start(nursery, short_dir)
     lines = [
         "/remember likes tea",
         "/remember --user is called Ana",
-        "/forget tea",
+        "/remove tea",
         "y",
         "/nope",
         "//slash sent",
@@ -139,7 +139,7 @@ async def test_chat_commands_are_bxctls_and_never_reach_the_model(
     out = capsys.readouterr().out
     # one turn only, and the model's command-like text was shown, not run
     assert stack.said == ["/slash sent"]
-    assert "/forget tea\n/remember the model wrote this" in out
+    assert "/remove tea\n/remember the model wrote this" in out
     assert [json.loads(e.arguments) for e in stack.edits] == [
         {"action": "add", "file": "memory", "text": "likes tea"},
         {"action": "add", "file": "user", "text": "is called Ana"},
@@ -155,7 +155,7 @@ async def test_chat_commands_are_bxctls_and_never_reach_the_model(
     assert "user.md:\n    likes tea at five\n  written by hand in the file" in out
 
 
-async def test_forget_answered_no_changes_nothing(
+async def test_remove_answered_no_changes_nothing(
     nursery: trio.Nursery,
     short_dir: Path,
     capsys: pytest.CaptureFixture[str],
@@ -163,7 +163,7 @@ async def test_forget_answered_no_changes_nothing(
 ) -> None:
     stack = Stack()
     await stack.start(nursery, short_dir)
-    monkeypatch.setattr(sys, "stdin", piped("/forget tea\n\n/forget coffee\nn\n"))
+    monkeypatch.setattr(sys, "stdin", piped("/remove tea\n\n/remove coffee\nn\n"))
     assert await run("chat", "--home", str(short_dir)) == 0
     out, err = capsys.readouterr()
     assert stack.edits == []

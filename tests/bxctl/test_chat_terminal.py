@@ -208,3 +208,22 @@ def test_ctrl_c_cancels_a_turn_and_approvals_are_asked_inline(short_dir: Path) -
                 leaves_with_the_resume_hint(child, stack, session)
         finally:
             release.set()
+
+
+def test_a_command_line_is_never_kept_in_the_history(short_dir: Path) -> None:
+    with running_stack(short_dir, Step(text="Hi."), Step(text="Again.")) as stack:
+        with chat(stack) as child:
+            session = session_of(child)
+            ask(child, "hello")
+            answered(child, "Hi.")
+            ask(child, "/help")
+            child.expect_exact("/forget TEXT")
+            child.expect_exact("you>")
+            ask(child, UP)  # the last message, not the command typed after it
+            answered(child, "Again.")
+            child.send(CTRL_D)
+            leaves_with_the_resume_hint(child, stack, session)
+        assert said(stack, session) == ["hello", "hello"]
+        history = (stack.home / "chat_history").read_text()
+        assert "/help" not in history
+        assert history.count("+hello\n") == 1  # a repeat of the last is kept once

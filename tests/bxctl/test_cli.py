@@ -402,6 +402,7 @@ def test_sessions_list_and_show_read_the_files(
         ["memory", "add"],
         ["memory", "replace"],
         ["memory", "remove"],
+        ["memory", "forget"],
         ["memory", "why"],
         ["memory", "undo"],
         ["approvals", "approve"],

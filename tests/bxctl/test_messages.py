@@ -373,6 +373,7 @@ def test_the_stored_root_help_is_cyclopts_own() -> None:
         ["approvals", "deny"],
         ["memory", "show"],
         ["memory", "history"],
+        ["memory", "forget"],
         ["recall"],
         ["sessions", "list"],
         ["sessions", "show"],

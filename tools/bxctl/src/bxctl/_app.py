@@ -68,10 +68,11 @@ async def chat(
 ) -> int:
     """Talk to boxmaker. Tool calls show as they happen; approvals are asked inline.
 
-    On a terminal: line editing and history; Ctrl-C cancels a turn, Ctrl-D leaves. A line
-    starting with / and a word is one of the chat's own commands (/remember, /forget,
-    /why, /undo, /memory; /help lists them), never sent to the model. At an approval, e
-    edits the proposed memory text before approving it.
+    On a terminal: line editing and history (of your messages; never of a command line);
+    Ctrl-C cancels a turn, Ctrl-D leaves. A line starting with / and a word is one of the
+    chat's own commands (/remember, /remove, /forget, /why, /undo, /memory; /help lists
+    them), never sent to the model. At an approval, e edits the proposed memory text
+    before approving it.
 
     Example: bxctl chat --session chat-k6m5
 
@@ -297,7 +298,8 @@ def remove(
 ) -> int:
     """Remove the entry holding OLD (any part of it), after showing it and asking.
 
-    It can be undone (`bxctl memory undo`), like every edit.
+    It can be undone (`bxctl memory undo`), like every edit, and the entry's text stays
+    in the edit history; `bxctl memory forget` erases a text everywhere, for good.
 
     Example: bxctl memory remove "answers in UTC"
 
@@ -313,6 +315,57 @@ def remove(
 
     confirm = terminal_confirm("`bxctl memory remove`")
     return run_owner_command(_home(home), Remove(_part(old), file, yes), confirm=confirm)
+
+
+ForgetYes = Annotated[
+    bool,
+    Parameter(
+        name="--yes", negative=(), help="forget at once, printing the preview and what was done"
+    ),
+]
+ForgetJson = Annotated[
+    bool, Parameter(name="--json", negative=(), help="print the preview as JSON; change nothing")
+]
+
+
+@memory.command
+def forget(
+    text: str, /, *, yes: ForgetYes = False, json: ForgetJson = False, home: Home = None
+) -> int:
+    """Erase TEXT from every file, for good; `memory remove` takes one entry out, undoably.
+
+    First a preview, store by store, of what holds TEXT (in any case): the entries of
+    memory.md, user.md and archive.md that go whole, then the journal, session logs,
+    audit log, recall index and chat history, where each copy becomes [forgotten]. Then
+    y/N, once. A forget cannot be undone: to have it back, tell it again.
+
+    Example: bxctl memory forget "ZEBRA-7731"
+
+    Args:
+        text: the text to forget, matched in any case (2 to 1,000 characters).
+        yes: forget at once, printing the preview and what was done (for scripts).
+        json: print the preview as JSON and change nothing.
+        home: the boxmaker home.
+    """
+    import sys
+
+    import proto
+    from entries import Forget
+
+    from ._common import inline, print_json
+    from ._memory import forget_preview, run_owner_command, terminal_confirm
+
+    problem = proto.forget_problem(text)
+    if problem is not None:
+        # a usage error (exit 2), said before anything is asked
+        print(f"bxctl: {inline(problem)}: `bxctl memory forget TEXT`", file=sys.stderr)
+        return 2
+    where = _home(home)
+    if json:
+        print_json(forget_preview(where, text.strip()))
+        return 0
+    confirm = terminal_confirm("`bxctl memory forget`")
+    return run_owner_command(where, Forget(text.strip(), yes), confirm=confirm)
 
 
 @memory.command

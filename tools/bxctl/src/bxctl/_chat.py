@@ -67,6 +67,8 @@ from ._owner import describe_approval, with_text
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from ._prompt_history import PromptHistory
+
 __all__ = ["chat", "decision", "model_hint", "resume_hint"]
 
 MODEL_PROBE_S = 3.0
@@ -370,12 +372,19 @@ def resume_hint(session: str, home_option: Path | None) -> str:
 
 
 class _Conversation:
-    """The owner's lines, one turn each, until they leave; Ctrl-C cancels a turn."""
+    """The owner's lines, one turn each, until they leave; Ctrl-C cancels a turn.
 
-    def __init__(self, home: Path, session: str, reader: Reader) -> None:
+    The conversation itself is loopd's: the chat keeps no copy of what was said, so
+    nothing it shows or sends later can bring back a text forgotten meanwhile.
+    """
+
+    def __init__(
+        self, home: Path, session: str, reader: Reader, history: PromptHistory | None = None
+    ) -> None:
         self.home = home
         self.session = session
         self.reader = reader
+        self.history = history
         self.turn: trio.CancelScope | None = None
         self.leaving = False
 
@@ -391,7 +400,7 @@ class _Conversation:
     async def run(self) -> None:
         while not self.leaving:
             try:
-                line = await self.reader.read(PROMPT, remember=True)
+                line = await self.reader.read(PROMPT, history=True)
             except (EOFError, Interrupted):
                 return
             if not line.strip():
@@ -400,9 +409,12 @@ class _Conversation:
             if problem is not None:
                 sys.stderr.write(f"bxctl: that line is not UTF-8 text ({problem}); not sent\n")
                 continue
-            # Only the owner's own typed line is ever parsed as a command (ARCHITECTURE §6a).
+            # Only the owner's own typed line is ever parsed as a command (ARCHITECTURE §6a),
+            # and only a message for the model is kept in the history: a command line is
+            # not (`/forget TEXT` would keep the very text it forgets).
             match entries.parse_command(line, "/"):
                 case entries.ForModel(text=text):
+                    self.reader.remember(line)
                     line = text
                 case entries.NotACommand(word=word):
                     print(
@@ -431,16 +443,21 @@ class _Conversation:
 
         It runs as `bxctl memory …` does, asking y/N on the chat's own input.
         """
-        from ._memory import run_owner_command
+        from ._memory import OwnFiles, run_owner_command
 
         run_owner_command(
-            self.home, command, confirm=self.confirm, session=self.session, where="chat"
+            self.home,
+            command,
+            confirm=self.confirm,
+            session=self.session,
+            where="chat",
+            own=OwnFiles(self.home, self.history),
         )
 
     def confirm(self, question: entries.Answer) -> bool:
         """y/N for a chat command, asked on the chat's own input (from the worker thread)."""
         print(entries.to_terminal(question), flush=True)
-        read = partial(self.reader.read, "change it? [y/N] ", remember=False)
+        read = partial(self.reader.read, "change it? [y/N] ", history=False)
         try:
             answer = trio.from_thread.run(read)
         except (EOFError, Interrupted):
@@ -451,7 +468,7 @@ class _Conversation:
         """Ask inline; Ctrl-C here cancels the turn, and with it the approval."""
         while True:
             try:
-                answer = await self.reader.read(APPROVE_PROMPT, remember=False)
+                answer = await self.reader.read(APPROVE_PROMPT, history=False)
             except EOFError:
                 answer = ""
             except Interrupted:
@@ -485,7 +502,7 @@ class _Conversation:
             args = None
         if isinstance(args, proto.MemoryAdd | proto.MemoryReplace):
             try:
-                text = await self.reader.read(EDIT_PROMPT, remember=False, default=args.text)
+                text = await self.reader.read(EDIT_PROMPT, history=False, default=args.text)
             except EOFError:
                 return None
             if not text.strip() or not_utf8(text) is not None:
@@ -522,6 +539,7 @@ async def _converse(home: Path, session: str, home_option: Path | None) -> None:
         with interrupts as signals:
             async with trio.open_nursery() as background:
                 reader: Reader
+                history: PromptHistory | None = None
                 if sys.stdin.isatty() and sys.stdout.isatty():
                     history, problem = history_in(home)
                     if problem:
@@ -533,7 +551,7 @@ async def _converse(home: Path, session: str, home_option: Path | None) -> None:
                     )
                 else:
                     reader = Lines(background)
-                conversation = _Conversation(home, session, reader)
+                conversation = _Conversation(home, session, reader, history)
                 if signals is not None:
                     background.start_soon(conversation.watch_interrupts, signals)
                 try:

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
+from ._history import HISTORY_FILE
+
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.application import Application
-    from prompt_toolkit.history import History
 
-__all__ = ["HISTORY_FILE", "Interrupted", "Lines", "Reader", "Terminal", "history_in"]
+    from ._prompt_history import PromptHistory
 
-HISTORY_FILE = "chat_history"
-"""The owner's past lines, in the home (0600): what they typed is as private as the sessions."""
+__all__ = ["Interrupted", "Lines", "Reader", "Terminal", "history_in"]
 
 
 class Interrupted(Exception):
@@ -34,10 +34,11 @@ class Interrupted(Exception):
 class Reader(Protocol):
     """Where the owner's lines come from: a terminal, or a script's standard input."""
 
-    async def read(self, prompt: str, *, remember: bool, default: str = "") -> str:
-        """The owner's next line (`remember`: keep it in the history).
+    async def read(self, prompt: str, *, history: bool, default: str = "") -> str:
+        """The owner's next line (`history`: Up pages through their earlier messages).
 
-        `default` is text the line starts with, for the owner to edit (a terminal's only).
+        Nothing read is kept until `remember` is called with it. `default` is text the
+        line starts with, for the owner to edit (a terminal's only).
 
         Raises:
             EOFError: the input ended (Ctrl-D).
@@ -47,6 +48,10 @@ class Reader(Protocol):
 
     def interrupt(self) -> None:
         """End the read in progress (if any) as Ctrl-C would: a SIGINT came."""
+        ...
+
+    def remember(self, line: str) -> None:
+        """Keep `line`, a message the owner sent to the model, in the history."""
         ...
 
 
@@ -70,7 +75,7 @@ class Lines:
             while line := await trio.to_thread.run_sync(read, abandon_on_cancel=True):
                 await self._send.send(line.decode(errors="surrogateescape"))
 
-    async def read(self, prompt: str, *, remember: bool, default: str = "") -> str:
+    async def read(self, prompt: str, *, history: bool, default: str = "") -> str:
         sys.stdout.write(prompt)
         sys.stdout.flush()
         with trio.CancelScope() as self._reading:
@@ -84,6 +89,9 @@ class Lines:
         if self._reading is not None:
             self._reading.cancel()
 
+    def remember(self, line: str) -> None:
+        """A script's lines are its own: nothing is kept."""
+
 
 class Terminal:
     """A terminal: prompt_toolkit's line editing and history, in a worker thread.
@@ -93,8 +101,9 @@ class Terminal:
     by asking the prompt's own event loop to exit.
     """
 
-    def __init__(self, history: History) -> None:
+    def __init__(self, history: PromptHistory) -> None:
         from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import DummyHistory
         from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
         keys = KeyBindings()
@@ -106,12 +115,18 @@ class Terminal:
             else:
                 event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
+        self.history = history
         self._lines: PromptSession[str] = PromptSession(history=history, key_bindings=keys)
-        self._answers: PromptSession[str] = PromptSession()
+        # answers (y/N, an edited entry) are never kept: not even in memory, where Up
+        # would bring back a text forgotten since
+        self._answers: PromptSession[str] = PromptSession(history=DummyHistory())
         self._active: PromptSession[str] | None = None
+        self._said_unkept = False
 
-    async def read(self, prompt: str, *, remember: bool, default: str = "") -> str:
-        session = self._lines if remember else self._answers
+    async def read(self, prompt: str, *, history: bool, default: str = "") -> str:
+        session = self._lines if history else self._answers
+        if history:
+            self.history.refresh()
         self._active = session
         try:
             return await trio.to_thread.run_sync(
@@ -128,6 +143,18 @@ class Terminal:
         if app is not None and app.loop is not None:
             app.loop.call_soon_threadsafe(_exit_interrupted, app)
 
+    def remember(self, line: str) -> None:
+        try:
+            self.history.keep(line)
+        except OSError as exc:
+            if not self._said_unkept:  # once: every later line fails the same way
+                self._said_unkept = True
+                why = exc.strerror or exc
+                print(
+                    f"note: this line is not kept: cannot write {self.history.file} ({why})",
+                    file=sys.stderr,
+                )
+
 
 def _exit_interrupted(app: Application[str]) -> None:
     """In the prompt's own thread: end it as Ctrl-C would, unless it has just ended."""
@@ -135,9 +162,9 @@ def _exit_interrupted(app: Application[str]) -> None:
         app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
 
-def history_in(home: Path) -> tuple[History, str | None]:
+def history_in(home: Path) -> tuple[PromptHistory, str | None]:
     """The history in `{home}/chat_history` (0600), or one kept in memory and why."""
-    from prompt_toolkit.history import FileHistory, InMemoryHistory
+    from ._prompt_history import PromptHistory
 
     path = home / HISTORY_FILE
     try:
@@ -148,5 +175,5 @@ def history_in(home: Path) -> tuple[History, str | None]:
             os.close(fd)
     except OSError as exc:
         why = f"lines typed now are not kept: cannot write {path} ({exc.strerror or exc})"
-        return InMemoryHistory(), why
-    return FileHistory(path), None
+        return PromptHistory(None), why
+    return PromptHistory(path), None

@@ -1,12 +1,14 @@
 """The owner's memory commands in the terminal: run by `entries`, shown and confirmed here.
 
-`bxctl memory add|replace|remove|why|undo|show` and the chat's `/remember`, `/forget`,
-`/why`, `/undo` and `/memory` are one thing: an `entries.OwnerCommand`, run by
-`entries.run_command` exactly as the Mattermost bridge runs `!remember` and friends. Its
-meaning is memoryd's (which entry a part names, what an undo does) and every change is
-the owner's own edit at brokerd. What is bxctl's is the client (the blocking one, `ask`;
-the chat runs a command in a worker thread), the terminal rendering
-(`entries.to_terminal`: every hidden or live code point revealed) and the y/N.
+`bxctl memory add|replace|remove|forget|why|undo|show` and the chat's `/remember`,
+`/remove`, `/forget`, `/why`, `/undo` and `/memory` are one thing: an
+`entries.OwnerCommand`, run by `entries.run_command` exactly as the Mattermost bridge runs
+`!remember` and friends. Its meaning is memoryd's (which entry a part names, what an undo
+does) and every change is the owner's own edit at brokerd. What is bxctl's is the client
+(the blocking one, `ask`; the chat runs a command in a worker thread), the terminal
+rendering (`entries.to_terminal`: every hidden or live code point revealed), the y/N, and
+its own files: a forget asks bxctl about them (`Ask("surface", …)`) as brokerd asks each
+role about its stores, and `OwnFiles` answers (the chat's input history).
 """
 
 from __future__ import annotations
@@ -14,17 +16,24 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import entries
 import proto
+from proto import ForgetApplied, ForgetApply, ForgetLook, ForgetLooked, Holding
 
 from ._common import CommandError, Sockets, ask, failure_sentence
+from ._history import HISTORY_FILE, HISTORY_STORE, HISTORY_UNIT, forget_in_file, look_in_file
+
+if TYPE_CHECKING:
+    from ._prompt_history import PromptHistory
 
 __all__ = [
     "BXCTL",
     "Confirm",
+    "OwnFiles",
     "drive",
+    "forget_preview",
     "memory_why_json",
     "run_owner_command",
     "terminal_confirm",
@@ -41,16 +50,73 @@ BXCTL = proto.Surface(via="bxctl")
 _SOCKETS = {"memoryd": proto.OWNER_MEMORY, "brokerd": proto.OWNER_BROKER}
 
 
-def drive(home: Path, steps: entries.Steps[T]) -> T:
+class OwnFiles:
+    """bxctl's own files in a home, asked about as a role's stores are: the chat's history.
+
+    `prompt` is the running chat's own history, when the chat runs the command: what it
+    keeps loaded is dropped too, so Up never brings a forgotten line back. bxctl writes
+    no plan: its part is one atomic rewrite, done whole or not at all, after brokerd's
+    part; if bxctl is killed between the two, the owner forgets the text again (a
+    `ForgetApply` without a text has nothing here to finish).
+    """
+
+    def __init__(self, home: Path, prompt: PromptHistory | None = None) -> None:
+        self.path = home / HISTORY_FILE
+        self.prompt = prompt
+
+    def answer(self, request: proto.Message) -> proto.Message:
+        """The reply to one of `entries`' requests for the surface."""
+        match request:
+            case ForgetLook(text=text):
+                try:
+                    count = look_in_file(self.path, text)
+                except OSError as exc:
+                    raise CommandError(
+                        f"cannot read {self.path} to see what of it holds the text: "
+                        f"{exc.strerror or exc}; nothing was changed"
+                    ) from None
+                if self.prompt is not None:
+                    count += self.prompt.unsaved_holding(text)
+                return ForgetLooked(holdings=[_holding(count)])
+            case ForgetApply(plan=plan, text=None):
+                return ForgetApplied(plan=plan)
+            case ForgetApply(plan=plan, text=str(text)):
+                try:
+                    count = forget_in_file(self.path, text)
+                except OSError as exc:
+                    raise CommandError(
+                        f"the forget is done everywhere but in {self.path}, which cannot be "
+                        f"rewritten ({exc.strerror or exc}); make it writable and forget the "
+                        "same text again"
+                    ) from None
+                if self.prompt is not None:
+                    count += self.prompt.forget(text)
+                return ForgetApplied(plan=plan, holdings=[_holding(count)])
+            case _:
+                kind = type(request).__struct_config__.tag
+                raise TypeError(f"bxctl answers no {kind!r} about its own files")
+
+
+def _holding(count: int) -> Holding:
+    return Holding(store=HISTORY_STORE, count=count, unit=HISTORY_UNIT)
+
+
+def drive(home: Path, steps: entries.Steps[T], own: OwnFiles | None = None) -> T:
     """Run a command's steps: each request to its role's owner socket, the reply sent back.
+
+    A request for the surface is answered by `own` (default: the home's own files).
 
     Raises:
         CommandError: a role could not be asked, refused, or answered with the wrong kind.
     """
     sockets = Sockets(home)
+    own = own or OwnFiles(home)
     try:
         step = next(steps)
         while True:
+            if step.role == "surface":
+                step = steps.send(own.answer(step.request))
+                continue
             spec = _SOCKETS[step.role]
             reply = ask(sockets.path(spec), spec, step.request, proto.Message)
             try:
@@ -69,19 +135,22 @@ def run_owner_command(
     confirm: Confirm,
     session: str | None = None,
     where: entries.Where = "cli",
+    own: OwnFiles | None = None,
 ) -> int:
     """Run `command`, print its answer for the terminal; 1 when it did not do what it asked.
 
     An edit that needs the owner's yes is shown and asked with `confirm`; what is applied
-    is exactly what was shown.
+    is exactly what was shown. `own` answers for bxctl's own files (default: the home's).
     """
-    result = drive(home, entries.run_command(command, surface=BXCTL, session=session, where=where))
+    steps = entries.run_command(command, surface=BXCTL, session=session, where=where)
+    result = drive(home, steps, own)
     if isinstance(result, entries.Confirm):
         if not confirm(result.question):
             result = entries.DECLINED
         else:
+            proposal = result.proposal
             result = drive(
-                home, entries.apply_proposal(result.proposal, surface=BXCTL, session=session)
+                home, entries.apply_proposal(proposal, surface=BXCTL, session=session), own
             )
     print(entries.to_terminal(result))
     return 0 if result.ok else 1
@@ -110,3 +179,20 @@ def memory_why_json(home: Path, part: str) -> list[proto.WhyEntry]:
     path = Sockets(home).path(proto.OWNER_MEMORY)
     reply = ask(path, proto.OWNER_MEMORY, proto.MemoryWhy(part=part), proto.MemoryWhyReply)
     return reply.entries
+
+
+def forget_preview(home: Path, text: str) -> proto.ForgetPreviewed:
+    """What a forget of `text` would change (`--json`): brokerd's preview and bxctl's part.
+
+    Writes nothing.
+    """
+    path = Sockets(home).path(proto.OWNER_BROKER)
+    request = proto.ForgetPreview(text=text)
+    previewed = ask(path, proto.OWNER_BROKER, request, proto.ForgetPreviewed)
+    own = OwnFiles(home).answer(ForgetLook(text=text))
+    assert isinstance(own, ForgetLooked)
+    return proto.ForgetPreviewed(
+        holdings=[*previewed.holdings, *own.holdings],
+        entries=[*previewed.entries, *own.entries],
+        near=[*previewed.near, *own.near],
+    )
