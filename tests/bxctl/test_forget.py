@@ -304,6 +304,20 @@ async def test_yes_forgets_at_once_printing_the_preview_then_what_was_done(
     assert "  session messages: 3 messages\n" in done
 
 
+async def test_left_out_the_text_is_read_from_stdin_so_no_shell_history_holds_it(
+    nursery: trio.Nursery,
+    home: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    roles = Roles()
+    await roles.start(nursery, home)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"{SECRET}\nnot this line\n"))
+    assert await run("memory", "forget", "--yes", "--home", str(home)) == 0
+    assert roles.asked[-1] == Forget(text=SECRET, surface=BXCTL)
+    assert not proto.holds(after_the_forget(capsys.readouterr().out), SECRET)
+
+
 class Tty(io.StringIO):
     def isatty(self) -> bool:
         return True

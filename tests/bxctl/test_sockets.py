@@ -30,7 +30,10 @@ ROLE_SETTINGS: dict[str, Callable[[Path], object]] = {
     "loopd": loopd._config.load_settings,
 }
 SETTING = {"loop": "loop_socket", "broker": "broker_socket", "admin": "admin_socket"}
-"""The role's Settings attribute for each `[sockets]` key (loopd's is `chat_socket`)."""
+"""The role's Settings attribute for each `[sockets]` key (loopd's are below)."""
+LOOPD_SETTING = {"chat": "chat_socket", "broker": "forget_socket"}
+"""loopd's: its `broker_socket` is brokerd's socket it calls, so the one it serves for
+brokerd is `forget_socket`."""
 
 name = st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=8)
 relative = st.lists(name, min_size=1, max_size=3).map("/".join)
@@ -64,7 +67,8 @@ def test_bxctl_finds_a_socket_where_its_role_serves_it(
         toml.write_text("".join(lines))
         # as `bxctl up` starts a role: $BOXMAKER_HOME is the home bxctl was given
         with mock.patch.dict(os.environ, {"BOXMAKER_HOME": str(home)}):
-            served = getattr(ROLE_SETTINGS[role](toml), SETTING.get(key, "chat_socket"))
+            setting = LOOPD_SETTING[key] if role == "loopd" else SETTING[key]
+            served = getattr(ROLE_SETTINGS[role](toml), setting)
         assert Sockets(home).path(spec) == served
 
 

@@ -45,17 +45,17 @@ SCENARIO: tuple[Step, ...] = (
     Step("remember Owner drinks tea.", "memory.md updated ("),
     Step("remember --user Owner is called Ana.", "user.md updated ("),
     Step("remember Owner drinks green tea on Sundays.", "memory.md updated ("),
-    Step("forget tea", "2 entries hold tea; give more of the one you mean"),
-    Step("forget Owner drinks tea.", "nothing changed", reply="no"),
-    Step("forget Owner drinks tea.", "memory.md updated (", reply="yes"),
-    Step("forget --user tea", "no entry of user.md holds tea"),
-    Step("forget --memory Ana", "no entry of memory.md holds Ana"),
+    Step("remove tea", "2 entries hold tea; give more of the one you mean"),
+    Step("remove Owner drinks tea.", "nothing changed", reply="no"),
+    Step("remove Owner drinks tea.", "memory.md updated (", reply="yes"),
+    Step("remove --user tea", "no entry of user.md holds tea"),
+    Step("remove --memory Ana", "no entry of memory.md holds Ana"),
     Step("undo", "memory.md updated (", reply="yes"),
     Step("undo ed-aaaaaa", "no memory edit ed-aaaaaa"),
     Step("why green tea", "memory.md:"),
     Step(f"remember {LONG}", "would be 2,"),
     Step("undo", "nothing changed", reply="no"),
-    Step("forget Ana", "user.md updated (", reply="yes"),
+    Step("remove Ana", "user.md updated (", reply="yes"),
 )
 """The owner's day in one table: every step's answer, and the files after it, must agree."""
 

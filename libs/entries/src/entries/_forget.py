@@ -91,7 +91,7 @@ def describe_forget(
     if not anything:
         return Answer(tuple(parts), ok=False), False
     parts.append(line("no forget can reach:"))
-    parts += [line(f"- {what}", depth=1) for what in UNREACHABLE]
+    parts += [line(what, depth=1) for what in UNREACHABLE]
     parts.append(line("a forget cannot be undone: to have it back, you would tell it again"))
     return Answer(tuple(parts)), True
 

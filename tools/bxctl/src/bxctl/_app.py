@@ -330,7 +330,12 @@ ForgetJson = Annotated[
 
 @memory.command
 def forget(
-    text: str, /, *, yes: ForgetYes = False, json: ForgetJson = False, home: Home = None
+    text: str | None = None,
+    /,
+    *,
+    yes: ForgetYes = False,
+    json: ForgetJson = False,
+    home: Home = None,
 ) -> int:
     """Erase TEXT from every file, for good; `memory remove` takes one entry out, undoably.
 
@@ -340,9 +345,12 @@ def forget(
     y/N, once. A forget cannot be undone: to have it back, tell it again.
 
     Example: bxctl memory forget "ZEBRA-7731"
+    Example: bxctl memory forget      (asks for it, not echoed: your shell's history
+    never holds it; piped, the first line of stdin)
 
     Args:
-        text: the text to forget, matched in any case (2 to 1,000 characters).
+        text: the text to forget, matched in any case (2 to 1,000 characters); left out,
+            it is asked for (or read from stdin's first line), out of the shell's history.
         yes: forget at once, printing the preview and what was done (for scripts).
         json: print the preview as JSON and change nothing.
         home: the boxmaker home.
@@ -355,6 +363,8 @@ def forget(
     from ._common import inline, print_json
     from ._memory import forget_preview, run_owner_command, terminal_confirm
 
+    if text is None:
+        text = _secret_text()
     problem = proto.forget_problem(text)
     if problem is not None:
         # a usage error (exit 2), said before anything is asked
@@ -366,6 +376,16 @@ def forget(
         return 0
     confirm = terminal_confirm("`bxctl memory forget`")
     return run_owner_command(where, Forget(text.strip(), yes), confirm=confirm)
+
+
+def _secret_text() -> str:
+    """The text to forget, from a prompt that does not echo it, or stdin's first line."""
+    import getpass
+    import sys
+
+    if sys.stdin.isatty():
+        return getpass.getpass("text to forget (not shown): ")
+    return sys.stdin.readline().rstrip("\r\n")
 
 
 @memory.command
