@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 import trio
 from bxctl_run import run, serve
@@ -297,10 +298,10 @@ async def test_yes_forgets_at_once_printing_the_preview_then_what_was_done(
     assert loaded(home / HISTORY_FILE) == ["hello", "bye"]
     assert SECRET.encode() not in (home / HISTORY_FILE).read_bytes()
     out = capsys.readouterr().out
-    assert "the chat's input history: 1 lines" in out.split("forgotten, everywhere")[0]
+    assert "the chat's input history: 1 line" in out.split("forgotten, everywhere")[0]
     done = after_the_forget(out)
     assert not proto.holds(done, SECRET)
-    assert "  the chat's input history: 1 lines\n" in done
+    assert "  the chat's input history: 1 line\n" in done
     assert "  session messages: 3 messages\n" in done
 
 
@@ -471,5 +472,25 @@ async def test_chat_forget_scrubs_the_history_never_keeps_a_command_and_goes_on(
     assert loaded(home / HISTORY_FILE) == ["hello", "bye", "still there?", "//slash sent"]
     assert await strings(history) == ["//slash sent", "still there?", "bye", "hello"]
     out = capsys.readouterr().out
-    assert "the chat's input history: 1 lines" in out
+    assert "the chat's input history: 1 line" in out
     assert not proto.holds(after_the_forget(out), SECRET)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "forgotten", "by_a_forget"),
+    [
+        (["a", "Locker: [forgotten]"], ["a"], "fg-abcdefabcdef", True),
+        (["a", "Locker: [forgotten]"], ["a", "b"], "fg-abcdefabcdef", False),  # a hand edit
+        (["a", "Locker: 7731"], ["a"], "fg-abcdefabcdef", False),
+        (["a", "Locker: [forgotten]"], ["a"], msgspec.UNSET, False),
+    ],
+)
+def test_history_tells_a_forgets_own_line_from_a_hand_change(
+    before: list[str], after: list[str], forgotten: str | msgspec.UnsetType, by_a_forget: bool
+) -> None:
+    from bxctl._owner import _by_a_forget
+
+    change = proto.HandChange(
+        time="2026-12-06T02:42:52Z", file="memory", before=before, after=after, forgotten=forgotten
+    )
+    assert _by_a_forget(change) is by_a_forget

@@ -58,7 +58,7 @@ def test_forget_previews_at_brokerd_and_the_surface_then_asks() -> None:
         "archive.md: this entry goes, whole:",
         "session messages: 3 messages",
         "the audit log (its chain stays verifiable): 2 records",
-        "the chat's input history: 1 lines",
+        "the chat's input history: 1 line",
         "the zebra code ends 7731",
         "copies already sent to the model server",
         "cannot be undone",

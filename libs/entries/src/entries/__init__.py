@@ -64,6 +64,7 @@ from ._desk import describe_edit as describe_edit
 from ._desk import describe_why as describe_why
 from ._desk import run_command as run_command
 from ._desk import who_decided as who_decided
+from ._desk import yes_no as yes_no
 from ._errors import EditRefused as EditRefused
 from ._errors import EntriesError as EntriesError
 from ._errors import ParseError as ParseError
@@ -164,4 +165,5 @@ __all__ = [
     "updated",
     "who_decided",
     "with_text",
+    "yes_no",
 ]

@@ -89,6 +89,7 @@ __all__ = [
     "describe_why",
     "run_command",
     "who_decided",
+    "yes_no",
 ]
 
 M = TypeVar("M")
@@ -131,6 +132,13 @@ class Confirm:
 
     question: Answer
     proposal: Proposal | ForgetProposal
+
+
+def yes_no(proposal: Proposal | ForgetProposal) -> str:
+    """The terminal's y/N question for what a `Confirm` would do."""
+    if isinstance(proposal, ForgetProposal):
+        return "forget it everywhere, for good? [y/N] "
+    return "change it? [y/N] "
 
 
 DECLINED = Answer((line("nothing changed"),), ok=False)

@@ -15,6 +15,7 @@ from ._answer import Answer, Block, Line, Quote, line
 __all__ = ["STORES", "UNREACHABLE", "describe_forget", "describe_forgotten"]
 
 STORES: dict[str, str] = {
+    "memory files": "entries of memory.md, user.md and archive.md",
     "journal": "the edit journal (those edits can no longer be undone)",
     "recall log": "the recall log",
     "index": "the recall index",
@@ -46,9 +47,18 @@ def _ordered(holdings: list[Holding]) -> list[Holding]:
     )
 
 
+def _unit(holding: Holding) -> str:
+    """`lines`, or `line` for one (`entries`: `entry`)."""
+    if holding.count != 1:
+        return holding.unit
+    if holding.unit.endswith("ies"):
+        return holding.unit[:-3] + "y"
+    return holding.unit.removesuffix("s")
+
+
 def _holding(holding: Holding, depth: int = 1) -> list[Line]:
     label = STORES.get(holding.store, holding.store)
-    parts = [line(f"{label}: {holding.count:,} {holding.unit}", depth=depth)]
+    parts = [line(f"{label}: {holding.count:,} {_unit(holding)}", depth=depth)]
     if holding.names:
         shown = holding.names[:_NAMES_SHOWN]
         more = len(holding.names) - len(shown)

@@ -454,10 +454,10 @@ class _Conversation:
             own=OwnFiles(self.home, self.history),
         )
 
-    def confirm(self, question: entries.Answer) -> bool:
+    def confirm(self, ask: entries.Confirm) -> bool:
         """y/N for a chat command, asked on the chat's own input (from the worker thread)."""
-        print(entries.to_terminal(question), flush=True)
-        read = partial(self.reader.read, "change it? [y/N] ", history=False)
+        print(entries.to_terminal(ask.question), flush=True)
+        read = partial(self.reader.read, entries.yes_no(ask.proposal), history=False)
         try:
             answer = trio.from_thread.run(read)
         except (EOFError, Interrupted):

@@ -41,7 +41,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-Confirm = Callable[[entries.Answer], bool]
+Confirm = Callable[[entries.Confirm], bool]
+"""Shows what a command would do and asks the owner's yes (`entries.yes_no` words it)."""
 """Shows the owner what would change and asks y/N; True only for yes."""
 
 BXCTL = proto.Surface(via="bxctl")
@@ -145,7 +146,7 @@ def run_owner_command(
     steps = entries.run_command(command, surface=BXCTL, session=session, where=where)
     result = drive(home, steps, own)
     if isinstance(result, entries.Confirm):
-        if not confirm(result.question):
+        if not confirm(result):
             result = entries.DECLINED
         else:
             proposal = result.proposal
@@ -162,14 +163,14 @@ def terminal_confirm(what: str) -> Confirm:
     With no terminal to ask on, nothing is changed: the command says so.
     """
 
-    def confirm(question: entries.Answer) -> bool:
+    def confirm(ask: entries.Confirm) -> bool:
         if not sys.stdin.isatty():
             raise CommandError(
                 f"{what} needs a y/N answer and standard input is not a terminal; "
                 "nothing was changed. Run it on a terminal, or add --yes to confirm in a script"
             )
-        print(entries.to_terminal(question))
-        return input("change it? [y/N] ").strip().lower() in ("y", "yes")
+        print(entries.to_terminal(ask.question))
+        return input(entries.yes_no(ask.proposal)).strip().lower() in ("y", "yes")
 
     return confirm
 

@@ -232,6 +232,21 @@ def journal(home: Path, file: proto.MemoryFile | None = None) -> list[HistoryEdi
     return edits
 
 
+def _by_a_forget(change: HandChange) -> bool:
+    """Whether a journal line is a forget's own: entries holding the marker taken out."""
+    if isinstance(change.forgotten, msgspec.UnsetType):
+        return False
+    gone = [entry for entry in change.before if entry not in change.after]
+    added = [entry for entry in change.after if entry not in change.before]
+    return bool(gone) and not added and all(proto.MARKER in entry for entry in gone)
+
+
+def _forgotten_since(plan: str | msgspec.UnsetType) -> str:
+    if isinstance(plan, msgspec.UnsetType):
+        return ""
+    return f"  (a forgotten text taken out by {inline(plan)}; cannot be undone)"
+
+
 def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) -> int:
     """The edit journal, newest first, each edit with its id, as a diff of entries."""
     edits = journal(home, file)
@@ -243,11 +258,16 @@ def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) 
         return 0
     for edit in edits:
         match edit.line:
-            case HandChange(time=time, file=changed):
+            case HandChange(time=time, file=changed) as hand if _by_a_forget(hand):
+                print(
+                    f"{inline(edit.id)}  {inline(time)}  {changed}: the owner's forget "
+                    f"{inline(str(hand.forgotten))} took out the entries holding the text"
+                )
+            case HandChange(time=time, file=changed) as hand:
                 print(
                     f"{inline(edit.id)}  {inline(time)}  {changed} changed outside an applied "
                     "edit (by hand, or an edit applied just before a crash); found at "
-                    "memoryd's start"
+                    f"memoryd's start{_forgotten_since(hand.forgotten)}"
                 )
             case AppliedEdit() as applied:
                 undoes = (
@@ -259,6 +279,7 @@ def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) 
                     f"{inline(edit.id)}  {inline(applied.time)}  {applied.action} "
                     f"{applied.file}  session {inline(applied.session)}  "
                     f"approval {inline(applied.approval or '-')}{undoes}"
+                    f"{_forgotten_since(applied.forgotten)}"
                 )
             case _:
                 assert_never(edit.line)
