@@ -24,7 +24,6 @@ import argparse
 import os
 import random
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 import proto
 from bench import corpus
+from bench.index import wait_index_ready
 from bench.turn import InstantModel, running_boxmaker
 
 SECRET = "ZEBRA-7731"
@@ -82,8 +82,8 @@ def holding_files(home: Path) -> list[Path]:
 def copy_for_raw(home: Path, logs: list[Path], scratch: Path) -> None:
     """The index (through SQLite's backup API, while memoryd runs) and the planted logs."""
     scratch.mkdir()
-    source = sqlite3.connect(f"file:{home / 'index' / 'memory.sqlite3'}?mode=ro", uri=True)
-    target = sqlite3.connect(scratch / "memory.sqlite3")
+    source = sqlean.connect(f"file:{home / 'index' / 'memory.sqlite3'}?mode=ro", uri=True)
+    target = sqlean.connect(scratch / "memory.sqlite3")
     with target:
         source.backup(target)
     source.close()
@@ -217,6 +217,7 @@ def main(argv: list[str]) -> None:
             console.status("bxctl up: memoryd builds the index"),
             running_boxmaker(home, model.url, folder),
         ):
+            trio.run(wait_index_ready, home)
             print(f"up, index built: {time.perf_counter() - t0:.1f} s", flush=True)
             copy_for_raw(home, logs, directory / "raw")
             figures = trio.run(measure, home, args.talkers, console)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import msgspec
@@ -46,8 +47,7 @@ def test_a_redacted_json_line_decodes_and_holds_nothing(value: object, needle: s
     if out is None:
         assert not proto.holds_value(value, needle)
         return
-    assert not proto.holds(out.decode(), needle)
-    msgspec.json.decode(out)  # still JSON
+    assert not proto.holds_value(msgspec.json.decode(out), needle)  # and still JSON
 
 
 def test_a_copy_inside_nested_json_is_found_and_stays_json() -> None:
@@ -143,3 +143,34 @@ def test_a_number_in_a_tool_calls_arguments_is_found_but_a_records_own_is_not() 
     assert decoded["line"] == 7731  # the record's shape stays
     assert msgspec.json.decode(decoded["arguments"]) == {"code": "[forgotten]", "n": True}
     assert proto.redact_line(msgspec.json.encode({"line": 7731}), "7731") is None
+
+
+TEXTS = st.text(st.characters(blacklist_categories=["Cs"]), max_size=12)
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | TEXTS,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(TEXTS, inner, max_size=3)
+        | st.dictionaries(TEXTS, inner, max_size=3).map(lambda d: msgspec.json.encode(d).decode())
+    ),
+    max_leaves=8,
+)
+
+
+@given(VALUES, NEEDLES, st.booleans())
+def test_the_quick_test_never_skips_what_holds_the_text(
+    value: object, needle: str, ascii_only: bool
+) -> None:
+    data = (
+        json.dumps(value, ensure_ascii=True).encode()  # \\u escapes, as other writers do
+        if ascii_only
+        else msgspec.json.encode(value)
+    )
+    if proto.holds_value(msgspec.json.decode(data), needle):
+        assert proto.may_hold(data, needle)
+
+
+def test_the_quick_test_skips_a_plain_line_without_it() -> None:
+    assert not proto.may_hold(b'{"content":"tea at five","n":7}', "zebra")
+    assert proto.may_hold(b'{"content":"\\u007aebra"}', "zebra")  # an escape: decode it
+    assert proto.may_hold(b'{"content":"ZEBRA"}', "zebra")

@@ -83,6 +83,7 @@ from ._forget import holds as holds
 from ._forget import holds_value as holds_value
 from ._forget import is_near as is_near
 from ._forget import line_edits as line_edits
+from ._forget import may_hold as may_hold
 from ._forget import new_plan_id as new_plan_id
 from ._forget import plan_paths as plan_paths
 from ._forget import read_plan as read_plan

@@ -43,6 +43,7 @@ __all__ = [
     "holds_value",
     "is_near",
     "line_edits",
+    "may_hold",
     "new_plan_id",
     "plan_paths",
     "read_plan",
@@ -200,6 +201,25 @@ def _json_inside(text: str) -> Any | None:
     return inner if isinstance(inner, (dict, list)) else None
 
 
+_ESCAPED = frozenset('"\\/')
+"""What a JSON escape other than `\\u` can stand for, besides control characters."""
+
+
+def may_hold(data: bytes, needle: str) -> bool:
+    r"""False when JSON bytes (a line, a whole file) cannot hold `needle` once decoded.
+
+    The quick test that lets a forget skip most of a large home. Without a `\u` escape,
+    the only escapes stand for a quote, a backslash, a slash or a control character; a
+    needle holding none of those can only be decoded from the same
+    characters written plainly, so the raw text, lowered, must hold it. Nested JSON (a tool
+    call's arguments) escapes its escapes, and is judged the same way. Anything else may
+    hold it, and is decoded.
+    """
+    if b"\\u" in data or any(c in _ESCAPED or unicodedata.category(c) == "Cc" for c in needle):
+        return True
+    return holds(data.decode("utf-8", errors="replace"), needle)
+
+
 def redact_line(line: bytes, needle: str) -> bytes | None:
     """The redacted form of one line of a JSON-lines file; None if it does not hold `needle`.
 
@@ -207,6 +227,8 @@ def redact_line(line: bytes, needle: str) -> bytes | None:
     that does not (torn by a crash, damaged) is redacted as text, so damage never hides
     a copy.
     """
+    if not may_hold(line, needle):
+        return None
     try:
         value = msgspec.json.decode(line)
     except (msgspec.DecodeError, ValueError, RecursionError):

@@ -393,10 +393,10 @@ class Forgets:
         Raises:
             ServiceError: the text cannot be forgotten as given, or a part did not answer.
         """
-        _check(text)
+        text = _check(text)
         looked = await self._round(lambda part: part.look(text))
         if looked.failures:
-            raise ServiceError("forget-preview-failed", looked.why())
+            raise ServiceError("forget-preview-failed", looked.why(), runbook="forget")
         holdings: list[Holding] = []
         entries: list[proto.ForgetEntry] = []
         near: list[str] = []
@@ -420,7 +420,7 @@ class Forgets:
             ServiceError: the text cannot be forgotten as given, or nothing was forgotten
                 (a part failed to prepare; the message says which and why).
         """
-        _check(text)
+        text = _check(text)
         nursery = self._nursery
         if nursery is None:
             raise RuntimeError("Forgets.finish_in was not called before a forget")
@@ -474,7 +474,9 @@ class Forgets:
             for name, failure in prepared.failures.items():
                 log.warning("forget %s: %s did not prepare (%s)", plan, name, failure.code)
             await self._abort(ledger)
-            raise ServiceError("forget-not-done", f"nothing was forgotten: {prepared.why()}")
+            raise ServiceError(
+                "forget-not-done", f"nothing was forgotten: {prepared.why()}", runbook="forget"
+            )
         counts: dict[str, int] = {}
         for name in self.parts:
             answer = prepared.answers[name]
@@ -684,7 +686,9 @@ class Forgets:
             log.warning("forget %s: its ledger could not be updated: %s", ledger.plan, exc)
 
 
-def _check(text: str) -> None:
+def _check(text: str) -> str:
+    """The text every part is asked about: stripped, as `forget_problem` judged it."""
     problem = proto.forget_problem(text)
     if problem is not None:
-        raise ServiceError("bad-forget", problem)
+        raise ServiceError("bad-forget", problem, runbook="forget")
+    return text.strip()

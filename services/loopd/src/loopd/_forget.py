@@ -97,6 +97,8 @@ def redact_log_line(line: bytes, needle: str) -> bytes | None:
     A record keeps every field but its text; any other line (torn, damaged, not a
     record) is redacted by `proto.redact_line`, as text if it is not JSON.
     """
+    if not proto.may_hold(line, needle):
+        return None
     try:
         value = msgspec.json.decode(line)
     except (msgspec.DecodeError, ValueError, RecursionError):
@@ -161,6 +163,8 @@ def plan_session(root: Path, session: str, needle: str) -> list[FileEdit]:
         data = (directory / proto.LOG_FILE).read_bytes()
     except FileNotFoundError:
         data = b""
+    if not proto.may_hold(data, needle):
+        data = b""  # most logs of a large home: nothing to decode
     # Split as `apply_edit` splits: a final line without its newline (torn) is a line.
     lines = [
         LineEdit(line=number, old=_hash(line), new=new.decode("utf-8", errors="replace"))
@@ -272,6 +276,8 @@ def leftovers(root: Path, needle: str) -> list[str]:
         try:
             data = (directory / proto.LOG_FILE).read_bytes()
         except FileNotFoundError:
+            data = b""
+        if not proto.may_hold(data, needle):
             data = b""
         for number, line in enumerate(data.split(b"\n")):
             if proto.redact_line(line, needle) is not None:

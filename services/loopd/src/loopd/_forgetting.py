@@ -177,6 +177,7 @@ class Forgetter:
                 f"session {busy[0]} has a turn running"
                 + (f" (and {len(busy) - 1} more)" if len(busy) > 1 else "")
                 + f"; forget {request.plan} is decided and finishes there when asked again",
+                runbook="forget",
             )
         if needle is not None:
             conflicts += await trio.to_thread.run_sync(leftovers, self.root, needle)

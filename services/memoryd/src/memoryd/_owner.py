@@ -107,6 +107,7 @@ def plan_undo(
                 f"edit {proto.edit_id(line)} touched a text that was forgotten; it cannot be "
                 "undone; to have it back, tell it again"
             ),
+            runbook="forget",
         )
     match line:
         case None:
