@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -377,3 +378,27 @@ async def test_bxctl_lists_and_resolves_sessions_but_never_the_plans(
     assert PLAN_DIR not in listed.out + listed.err
     with pytest.raises(CommandError, match="no session"):
         resolve_session(home, ".for")
+
+
+async def test_apply_finds_a_copy_in_a_session_opened_since_the_plan(
+    short_dir: Path,
+) -> None:
+    loopd = make_loopd(short_dir / "home", short_dir)
+    (short_dir / "system.md").write_text("You are boxmaker.\n")
+    write_session(
+        loopd.store, "chat-00000001", "s", [UserRecord(time=TIME, content="zebra-7731")], b""
+    )
+    write_session(loopd.store, "chat-00000002", "s", [UserRecord(time=TIME, content="tea")], b"")
+    old = time.time_ns() - 60 * 1_000_000_000  # the untouched session: a minute old
+    for path in (loopd.store.root / "chat-00000002").iterdir():
+        os.utime(path, ns=(old, old))
+    os.utime(loopd.store.root / "chat-00000002", ns=(old, old))
+    await broker(loopd, ForgetPrepare(plan=PLAN, text="zebra-7731"), ForgetPrepared)
+    # after the plan: a session opened with the text, and a turn in the untouched one
+    write_session(
+        loopd.store, "chat-00000003", "s; ZEBRA-7731", [UserRecord(time=TIME, content="x")], b""
+    )
+    applied = await broker(loopd, ForgetApply(plan=PLAN, text="zebra-7731"), ForgetApplied)
+    assert applied.conflicts == []
+    assert holders(loopd.store.root, "zebra-7731") == []
+    assert "chat-00000003" in applied.holdings[1].names

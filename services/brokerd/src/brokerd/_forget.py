@@ -594,9 +594,19 @@ class Forgets:
         return recorded
 
     async def _apply_round(self, ledger: Ledger, text: str | None) -> tuple[Ledger, _Round]:
-        """Apply every unfinished part once; the ledger with those that answered done."""
+        """Apply every unfinished part once, in order; the ledger with those done.
+
+        One after another, in the parts' order (memoryd, loopd, the audit): once memoryd
+        has taken the entries out of the memory files, no session opened from then on
+        starts with the text in its baseline, so loopd's re-plan, which comes after, sees
+        every session that could hold it.
+        """
         plan = ledger.plan
-        applied = await self._round(lambda part: part.apply(plan, text), ledger.unfinished)
+        applied = _Round()
+        for name in ledger.unfinished:
+            one = await self._round(lambda part: part.apply(plan, text), [name])
+            applied.answers.update(one.answers)
+            applied.failures.update(one.failures)
         for name in ledger.unfinished:
             answer = applied.answers.get(name)
             if isinstance(answer, ForgetApplied):

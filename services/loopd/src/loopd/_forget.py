@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "Found",
     "applied_sessions",
     "apply_session",
+    "changed_since",
     "find",
     "holdings",
     "leftovers",
@@ -182,9 +184,29 @@ def plan_session(root: Path, session: str, needle: str) -> list[FileEdit]:
     return edits
 
 
-def plan_sessions(root: Path, needle: str) -> list[FileEdit]:
-    """The edits that take `needle` out of every session under `root`."""
-    return [edit for session in _session_ids(root) for edit in plan_session(root, session, needle)]
+def plan_sessions(root: Path, needle: str, only: Collection[str] | None = None) -> list[FileEdit]:
+    """The edits that take `needle` out of every session under `root` (or those `only`)."""
+    sessions = _session_ids(root) if only is None else sorted(only)
+    return [edit for session in sessions for edit in plan_session(root, session, needle)]
+
+
+def changed_since(root: Path, since_ns: int) -> set[str]:
+    """The sessions whose folder, log or baseline changed at or after `since_ns`.
+
+    What a plan made at `since_ns` may have missed: a turn that ended since, a session
+    opened since. A stat per file, so a forget's second look costs nothing in a large home.
+    """
+    changed: set[str] = set()
+    for session in _session_ids(root):
+        directory = root / session
+        for path in (directory, directory / proto.LOG_FILE, directory / proto.BASELINE_FILE):
+            try:
+                if path.stat().st_mtime_ns >= since_ns:
+                    changed.add(session)
+                    break
+            except FileNotFoundError:
+                continue
+    return changed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,14 +286,14 @@ def applied_sessions(edits: list[FileEdit]) -> dict[str, list[FileEdit]]:
     return by_session
 
 
-def leftovers(root: Path, needle: str) -> list[str]:
-    """Where a file under sessions/ still holds `needle` (decoded), after a forget.
+def leftovers(root: Path, needle: str, only: Collection[str] | None = None) -> list[str]:
+    """Where a file under sessions/ (of the sessions `only`) still holds `needle`, decoded.
 
     What a forget keeps (a type, an id, a time, a tool name, a tool schema) can hold a
     text the owner chose: those places are reported, never changed.
     """
     found: list[str] = []
-    for session in _session_ids(root):
+    for session in _session_ids(root) if only is None else sorted(only):
         directory = root / session
         try:
             data = (directory / proto.LOG_FILE).read_bytes()

@@ -39,6 +39,7 @@ from ._forget import (
     FileEdit,
     applied_sessions,
     apply_session,
+    changed_since,
     find,
     holdings,
     leftovers,
@@ -52,6 +53,10 @@ from ._turn import notify_memoryd
 __all__ = ["Forgetter", "SessionBusy"]
 
 log = logging.getLogger("loopd.forget")
+
+MTIME_SLACK_NS = 2_000_000_000
+"""Files changed this long before a plan was written are looked at again: a file system's
+clock granularity, and a turn that wrote while the plan was being made."""
 
 
 class SessionBusy(Exception):
@@ -125,6 +130,13 @@ class Forgetter:
             case _:
                 assert_never(request)
 
+    def _made_ns(self, plan: str) -> int | None:
+        """When the plan `plan` was written (its file's mtime), or None without one."""
+        try:
+            return (self.plans / f"{plan}.json").stat().st_mtime_ns
+        except (FileNotFoundError, ValueError):
+            return None
+
     async def _read_plan(self, plan: str) -> ForgetPlan | None:
         try:
             return await trio.to_thread.run_sync(proto.read_plan, self.plans, plan)
@@ -140,9 +152,17 @@ class Forgetter:
         finished as it is.
         """
         stored = await self._read_plan(request.plan)
+        made_ns = await trio.to_thread.run_sync(self._made_ns, request.plan)
         needle = None if request.text is None else _needle(request.text)
+        looked_at: set[str] | None = None  # every session
         if needle is not None:
-            edits = await trio.to_thread.run_sync(plan_sessions, self.root, needle)
+            if stored is not None and made_ns is not None:
+                # Only what changed since the plan was made can hold a copy it missed.
+                looked_at = await trio.to_thread.run_sync(
+                    changed_since, self.root, made_ns - MTIME_SLACK_NS
+                )
+                looked_at |= {session_of(edit) for edit in stored.edits}
+            edits = await trio.to_thread.run_sync(plan_sessions, self.root, needle, looked_at)
             plan = ForgetPlan(
                 plan=request.plan, committed=True, edits=edits, counts=find(edits).counts
             )
@@ -180,7 +200,7 @@ class Forgetter:
                 runbook="forget",
             )
         if needle is not None:
-            conflicts += await trio.to_thread.run_sync(leftovers, self.root, needle)
+            conflicts += await trio.to_thread.run_sync(leftovers, self.root, needle, looked_at)
         await trio.to_thread.run_sync(proto.remove_plan, self.plans, request.plan)
         found = await trio.to_thread.run_sync(holdings, self.root, find(plan.edits))
         for conflict in conflicts:
