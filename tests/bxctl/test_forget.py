@@ -491,6 +491,10 @@ def test_history_tells_a_forgets_own_line_from_a_hand_change(
     from bxctl._owner import _by_a_forget
 
     change = proto.HandChange(
-        time="2026-12-06T02:42:52Z", file="memory", before=before, after=after, forgotten=forgotten
+        time="2026-12-06T02:42:52Z",
+        file="memory.md",
+        before=before,
+        after=after,
+        forgotten=forgotten,
     )
     assert _by_a_forget(change) is by_a_forget

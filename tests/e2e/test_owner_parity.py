@@ -98,8 +98,8 @@ async def terminal(mms: MattermostStack, step: Step, capsys: pytest.CaptureFixtu
     assert not isinstance(command, entries.ForModel | entries.NotACommand | entries.Usage)
     asked: list[str] = []
 
-    def confirm(question: entries.Answer) -> bool:
-        asked.append(entries.to_terminal(question))
+    def confirm(ask: entries.Confirm) -> bool:
+        asked.append(entries.to_terminal(ask.question))
         assert step.reply is not None, f"{step.command!r} asked for a yes"
         return step.reply == "yes"
 
