@@ -245,7 +245,8 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZéÉßØø"
 _SKELETON = "".join(
     [
         *AuditRecordV3.__struct_fields__,
-        "kind call forget redaction migration owner bxctl private untrusted false true",
+        *proto.AuditHead.__struct_fields__,  # the head file's words, and JSON's own
+        "kind call forget redaction migration owner bxctl private untrusted false true null",
         "chat-forget000000001 memory approved ok 2026-12-06t09:00:00z fg-testplan0001 audit",
         "journal places file line fields digest counts decision surface via uid 1000",
         proto.MARKER,
