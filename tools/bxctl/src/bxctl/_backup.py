@@ -263,9 +263,9 @@ def _portable_configs(home: Path, dest: Path) -> None:
     for path in sorted((dest / "config").glob("*.toml")):
         document = tomlkit.parse(path.read_text())
         paths = document.get("paths")
-        configured = paths.get("home") if isinstance(paths, dict) else None
-        if not isinstance(configured, str):
+        if not isinstance(paths, dict) or not isinstance(paths.get("home"), str):
             continue
+        configured = paths["home"]
         if proto.config_home(configured, home / "config") != home:
             continue  # a home named elsewhere on purpose: the owner's to change
         paths["home"] = ".."
