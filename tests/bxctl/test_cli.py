@@ -411,6 +411,7 @@ def test_sessions_list_and_show_read_the_files(
         ["audit", "tail"],
         ["sessions", "list"],
         ["sessions", "show"],
+        ["backup"],
     ],
 )
 def test_every_command_has_help(command: list[str]) -> None:

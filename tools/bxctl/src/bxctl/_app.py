@@ -671,3 +671,20 @@ async def baseline(*, home: Home = None, count: bool = False, json: Json = False
     from ._baseline import baseline as run
 
     return await run(_home(home), count=count, as_json=json)
+
+
+@app.command(sort_key=19)
+def backup(dest: Path, /, *, home: Home = None) -> int:
+    """Copy the home to DEST while the roles run: restore with docs/your-data.md#restore.
+
+    The copy holds the home's keys and secrets: keep it like the home (mode 0700).
+
+    Example: bxctl backup /mnt/usb/boxmaker-2026-12-05
+
+    Args:
+        dest: a new folder to copy into (not inside the home); made 0700.
+        home: the boxmaker home.
+    """
+    from ._backup import backup as run
+
+    return run(_home(home), dest)
