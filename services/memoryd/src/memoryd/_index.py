@@ -166,6 +166,9 @@ class Index:
         """Whether this run's index has passed `PRAGMA quick_check` (or was built anew)."""
         self._doubted = trio.Event()
         """Set when reading or writing the index failed: it is checked whole then, once."""
+        self.settled = trio.Event()
+        """Set once a failed read or write has been settled: the file checked whole, and
+        rebuilt if it was damaged."""
         self._vouched = True
         """Whether a clean stop may vouch for the file (nothing failed on it this run)."""
 
@@ -250,6 +253,12 @@ class Index:
         first catch-up, turn or search that reads a damaged page.
         """
         await self._doubted.wait()
+        try:
+            await self._settle()
+        finally:
+            self.settled.set()
+
+    async def _settle(self) -> None:
         if self._checked_whole or not self.ready.is_set():
             return
         try:
