@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal, cast
 
 import msgspec
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +28,7 @@ def _line(n: int, file: str, size: int) -> bytes:
         call=f"c{n}",
         approval=None,
         action="add",
-        file=file,
+        file=cast(Literal["memory.md", "user.md"], file),
         before=[],
         after=["x" * size],
     )
@@ -55,11 +57,16 @@ def _whole(memory: MemoryDir, file: proto.MemoryFile | None) -> list[HistoryEdit
     return [HistoryEdit(id=proto.edit_id(r), line=r) for r in read_history(memory, file)]
 
 
-def _pages(page: object, file: proto.MemoryFile | None, budget: int) -> list[tuple[list, int]]:
-    found = []
+Page = Callable[[proto.MemoryFile | None, int | None, int], tuple[list[HistoryEdit], int]]
+
+
+def _pages(
+    page: Page, file: proto.MemoryFile | None, budget: int
+) -> list[tuple[list[HistoryEdit], int]]:
+    found: list[tuple[list[HistoryEdit], int]] = []
     before: int | None = None
     while before != 0:
-        edits, older = page(file, before, budget)  # type: ignore[operator]
+        edits, older = page(file, before, budget)
         found.append((edits, older))
         if not edits:
             break
@@ -88,7 +95,9 @@ def test_pages_from_the_end_are_the_whole_journals_pages(
         for month, (content, torn) in enumerate(journal):
             _write(memory.edits, month, content, torn)
 
-        def whole(f: proto.MemoryFile | None, before: int | None, b: int) -> object:
+        def whole(
+            f: proto.MemoryFile | None, before: int | None, b: int
+        ) -> tuple[list[HistoryEdit], int]:
             return history_page(_whole(memory, f), before, b)
 
         assert _pages(table.page, file, budget) == _pages(whole, file, budget)
