@@ -16,8 +16,9 @@ certain (`tokens_of`, and their count equal to FTS5's), otherwise from FTS5 itse
 rows are tokenized by a temporary FTS5 table with the same tokenizer and read back
 through fts5vocab.
 
-Nothing is stored on disk: the index file holds the spec's schema and nothing else, and
-a scan after each start or rebuild costs seconds per million rows, in the background:
+The index file holds the spec's schema and nothing else: the frontiers are kept beside it
+at a clean stop (`_clean`), and read again only after an unclean one or a rebuild. That
+scan costs seconds per million rows, in the background:
 memoryd runs it in a process of its own (`_scan`, `begin_elsewhere` and `install`), since
 in one of its threads the scan held the GIL most of the time and slowed every answer.
 """
@@ -166,6 +167,17 @@ class TermBounds:
     def missing(self) -> bool:
         """Whether no scan has read the current file yet."""
         return self._frontiers is None
+
+    def kept(self) -> dict[bytes, Frontier] | None:
+        """Every frontier kept, or None when no scan has read the file (for a clean stop)."""
+        return self._frontiers
+
+    def restore(self, frontiers: dict[bytes, Frontier]) -> None:
+        """Use frontiers kept at a clean stop of this very file, as if a scan had read them."""
+        with self._lock:
+            self._frontiers = frontiers
+            self._pending = None
+            self._generation += 1
 
     def frontier(self, token: str) -> Frontier | None:
         """The frontier of `token` (a lower-case ASCII token), or None when not kept."""

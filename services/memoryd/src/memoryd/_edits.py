@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
@@ -242,11 +243,25 @@ def history_page(
     after a few hundred edits of a full memory.md it no longer fits in one frame: the
     owner pages through it, newest first. At least one edit is always given.
     """
-    end = len(records) if before is None else min(before, len(records))
+    return page_from_end(len(records), records.__getitem__, before, budget)
+
+
+def page_from_end(
+    count: int,
+    edit: Callable[[int], proto.HistoryEdit],
+    before: int | None,
+    budget: int = HISTORY_PAGE_BYTES,
+) -> tuple[list[proto.HistoryEdit], int]:
+    """`history_page` over `count` edits that `edit(i)` gives, asking only for the page's."""
+    end = count if before is None else min(before, count)
     start, size = end, 0
+    page: list[proto.HistoryEdit] = []
     while start > 0:
-        size += len(_encoder.encode(records[start - 1])) + 1  # and its comma
+        older = edit(start - 1)
+        size += len(_encoder.encode(older)) + 1  # and its comma
         if size > budget and start < end:
             break
+        page.append(older)
         start -= 1
-    return records[start:end], start
+    page.reverse()
+    return page, start

@@ -36,6 +36,7 @@ import trio
 
 import proto
 
+from ._clean import BoundsMark, CleanStop, LogMark, VocabularyMark, mark_of, save, take, wal_of
 from ._forget import raw_holders
 from ._logs import (
     ARCHIVE_LOG,
@@ -161,6 +162,15 @@ class Index:
         self._cursors: dict[str, Cursor] = {}
         self._archive_size: int | None = None
         self._rescan = trio.Event()
+        self._checked_whole = False
+        """Whether this run's index has passed `PRAGMA quick_check` (or was built anew)."""
+        self._doubted = trio.Event()
+        """Set when reading or writing the index failed: it is checked whole then, once."""
+        self.settled = trio.Event()
+        """Set once a failed read or write has been settled: the file checked whole, and
+        rebuilt if it was damaged."""
+        self._vouched = True
+        """Whether a clean stop may vouch for the file (nothing failed on it this run)."""
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -177,16 +187,19 @@ class Index:
         """
         async with trio.open_nursery() as nursery:
             opened = await trio.to_thread.run_sync(self._open_existing)
+            nursery.start_soon(self._settle_doubt)
             if opened:
                 if recover is not None:
                     await recover(True)
                 self.ready.set()
-                self._rescan.set()
+                if self.vocabulary.rows() is None or self.bounds.missing():
+                    self._rescan.set()
                 try:
                     await self.catch_up()
                 except IndexDamaged as exc:
                     # Recall keeps answering from what is indexed; a reindex repairs it.
                     log.error("cannot catch up %s: %s (runbook: %s)", self.path, exc, RUNBOOK)
+                    self._doubt()
             else:
                 try:
                     await self.rebuild()
@@ -199,7 +212,66 @@ class Index:
             await shutdown.wait()
             nursery.cancel_scope.cancel()  # a scan of the best scores too: its process is killed
         async with self._exclusive():
+            vouch = self.is_open and self._vouched
             await trio.to_thread.run_sync(self._close_all)
+            if vouch:
+                await trio.to_thread.run_sync(self._save_clean)
+
+    def _save_clean(self) -> None:
+        """Record what this run knows of the closed index, for the next start (`_clean`)."""
+        index = mark_of(self.path)
+        if index is None:
+            return
+        vocabulary = self.vocabulary.snapshot()
+        frontiers = self.bounds.kept()
+        stop = CleanStop(
+            index=index,
+            wal=mark_of(wal_of(self.path)),
+            logs=[LogMark.of(key, cursor) for key, cursor in self._cursors.items()],
+            vocabulary=None
+            if vocabulary is None
+            else VocabularyMark(counts=vocabulary[0], rows=vocabulary[1], last=vocabulary[2]),
+            bounds=None
+            if frontiers is None
+            else BoundsMark(frontiers=list(frontiers.items()), rows=self._bounds_rows),
+        )
+        try:
+            save(self.path, stop)
+        except OSError as exc:
+            log.warning("cannot record the clean stop of %s: %s", self.path, exc)
+
+    def _doubt(self) -> None:
+        """Reading or writing the index failed: no clean stop vouches for it, and check it."""
+        self._vouched = False
+        self._doubted.set()
+
+    async def _settle_doubt(self) -> None:
+        """Once a read or write failed, check the file whole (once); rebuild it if damaged.
+
+        After a clean stop the start skips that check, so damage done to the file while
+        memoryd was stopped (without changing its size or time) is found here, by the
+        first catch-up, turn or search that reads a damaged page.
+        """
+        await self._doubted.wait()
+        try:
+            await self._settle()
+        finally:
+            self.settled.set()
+
+    async def _settle(self) -> None:
+        if self._checked_whole or not self.ready.is_set():
+            return
+        try:
+            async with self._reading() as conn:
+                await trio.to_thread.run_sync(_check_whole, conn)
+        except IndexDamaged as exc:
+            log.error("%s is damaged (%s); rebuilding it (runbook: %s)", self.path, exc, RUNBOOK)
+            try:
+                await self.rebuild()
+            except (OSError, IndexDamaged) as again:
+                log.error("cannot build %s: %s (runbook: %s)", self.path, again, RUNBOOK)
+        else:
+            self._checked_whole = True
 
     async def _keep_vocabulary(self) -> None:
         """Rescan the frequent terms' counts whenever a search finds them stale.
@@ -264,20 +336,40 @@ class Index:
             self._scanning = None
 
     def _open_existing(self) -> bool:
+        clean = take(self.path)  # before the file is opened: a crash from now on leaves no mark
         if not self.path.exists():
             log.info("no index at %s; building it from the session logs", self.path)
             return False
         conn = None
         try:
             conn = connect(self.path)
-            verify(conn, thorough=True)
+            verify(conn, thorough=clean is None)
             self._install(conn)
         except (IndexDamaged, OSError) as exc:
             if conn is not None:
                 self._close_all(conn)
             log.error("%s is damaged (%s); rebuilding it (runbook: %s)", self.path, exc, RUNBOOK)
             return False
+        if clean is None:
+            self._checked_whole = True
+        else:
+            self._restore(clean)
         return True
+
+    def _restore(self, clean: CleanStop) -> None:
+        """Take up where the clean stop left: cursors, term counts, best scores."""
+        self._cursors = clean.cursors()
+        if clean.vocabulary is not None:
+            mark = clean.vocabulary
+            self.vocabulary.restore(mark.counts, mark.rows, mark.last)
+        if clean.bounds is not None:
+            self.bounds.restore(dict(clean.bounds.frontiers))
+            self._bounds_rows = clean.bounds.rows
+        log.info(
+            "%s was stopped cleanly: its check skipped, %d logs' places kept",
+            self.path,
+            len(clean.logs),
+        )
 
     def _install(self, conn: Connection) -> None:
         self._writer = Writer(conn)
@@ -332,12 +424,20 @@ class Index:
     async def session_updated(self, session: str) -> None:
         """Index the records of `session`'s logs past those already indexed.
 
-        During the start-up build and catch-up this waits for them, so that a recall
+        While the index is being built (or its file opened) this answers at once: the
+        build, or the catch-up after the opening, reads every log anyway, and a turn's end
+        must not wait for it. During the start-up catch-up it waits, so that a recall
         after the reply finds the turn.
         """
+        if not self.ready.is_set():
+            return
         await self.caught_up.wait()
         async with self._write_lock:
-            await trio.to_thread.run_sync(self._index_session, session)
+            try:
+                await trio.to_thread.run_sync(self._index_session, session)
+            except IndexDamaged:
+                self._doubt()
+                raise
 
     def _index_session(self, session: str) -> None:
         writer = self._writing()
@@ -467,7 +567,11 @@ class Index:
         if not self.ready.is_set():
             raise IndexUnavailable("the recall index is being built; try again in a minute")
         async with self._reading() as conn:
-            found, stale = await trio.to_thread.run_sync(self._search, conn, terms, k, then)
+            try:
+                found, stale = await trio.to_thread.run_sync(self._search, conn, terms, k, then)
+            except IndexDamaged:
+                self._doubt()
+                raise
         if stale:
             self._rescan.set()
         return found
@@ -545,6 +649,7 @@ class Index:
                 self._install(connect(self.path))
             raise
         self._install(connect(self.path))
+        self._checked_whole = self._vouched = True  # a new file: nothing failed on it yet
         self._cursors = dict(cursors)
         self._archive_size = None
         self.vocabulary.clear()
@@ -701,6 +806,10 @@ class Index:
         files = [self.path, Path(f"{self.path}-wal")]
         conflicts += [f"{name}: its bytes still hold it" for name in raw_holders(files, needle)]
         return conflicts
+
+
+def _check_whole(conn: Connection) -> None:
+    verify(conn, thorough=True)
 
 
 def _hash(text: str) -> str:

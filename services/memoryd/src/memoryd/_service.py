@@ -18,7 +18,6 @@ from proto import (
     ForgetApply,
     ForgetLook,
     ForgetPrepare,
-    HistoryEdit,
     MemoryBlock,
     MemoryBlockReply,
     MemoryFind,
@@ -39,9 +38,10 @@ from proto import (
 
 from ._block import memory_block
 from ._config import Settings
-from ._edits import EditApplier, history_page, read_history
+from ._edits import EditApplier, read_history
 from ._files import MemoryDir, MemoryUnavailable, ensure_private_dir
 from ._forgets import Forgets
+from ._history import JournalTable
 from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable, Search
 from ._owner import find, plan_undo
 from ._recall import label_of, recall_record, render
@@ -68,6 +68,7 @@ class Memoryd:
         except (proto.KeyUnusable, OSError) as exc:
             raise proto.StartFailed(str(exc)) from exc
         self.edits = EditApplier(self.memory, approval_key)
+        self.journal = JournalTable(self.memory.edits)
         self.index = Index(
             settings.index_dir,
             Sources(
@@ -188,9 +189,7 @@ class Memoryd:
                 assert_never(request)
 
     def _history(self, request: MemoryHistory) -> MemoryHistoryReply:
-        lines = read_history(self.memory, request.file)
-        edits = [HistoryEdit(id=proto.edit_id(line), line=line) for line in lines]
-        page, older = history_page(edits, request.before)
+        page, older = self.journal.page(request.file, request.before)
         return MemoryHistoryReply(edits=page, older=older)
 
     async def _owner_read(self, read: Callable[..., M], *args: object) -> M:

@@ -138,6 +138,16 @@ class Vocabulary:
             if generation == self._generation and not self._removing:
                 self._snapshot = (counts, rows, int(last))
 
+    def snapshot(self) -> tuple[dict[str, int], int, int] | None:
+        """The last scan's counts, rows and last rowid, or None (to keep at a clean stop)."""
+        return None if self._removing else self._snapshot
+
+    def restore(self, counts: dict[str, int], rows: int, last: int) -> None:
+        """Use a snapshot kept at a clean stop of this very file, as if scanned now."""
+        with self._lock:
+            if not self._removing:
+                self._snapshot = (counts, rows, last)
+
     def rows(self) -> int | None:
         """The rows of the index when the last scan read it, or None."""
         snapshot = self._snapshot

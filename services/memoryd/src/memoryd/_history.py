@@ -1,0 +1,143 @@
+"""`memory history`'s pages, read from the journal's end (`edits/*.jsonl`).
+
+The owner pages through the journal newest first, and a page is a frame's worth of
+lines (a few hundred of a full memory.md). Decoding the whole journal for each page made
+the owner's `memory history` quadratic in the journal's size. `JournalTable` instead
+keeps where each record's line is and which file it edits (one decode of each line in
+memoryd's life: a month file is read again only where it grew, or whole when it was
+replaced, as a forget does). A page then decodes only its own lines, from the end.
+
+`undo_plan` and `memory_why` still read the whole journal (`read_history`): they are
+asked once per command, not once per page.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+from pathlib import Path
+
+import entries
+import proto
+from proto import HistoryEdit
+
+from ._edits import HISTORY_PAGE_BYTES, page_from_end
+
+__all__ = ["JournalTable"]
+
+log = logging.getLogger("memoryd.edits")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Place:
+    """Where one record's line is: its month file, its bytes, and the file it edits."""
+
+    path: Path
+    start: int
+    end: int
+    file: str
+
+
+@dataclasses.dataclass
+class _MonthFile:
+    """What is known of one month file: its identity when read, and its records' places."""
+
+    inode: int
+    size: int
+    mtime_ns: int
+    end: int
+    """The byte after the last complete line read."""
+    lines: int
+    """The complete lines read (records and skipped ones)."""
+    places: list[_Place]
+
+
+class JournalTable:
+    """Where every journal record is, kept up to date at each request (thread-safe)."""
+
+    def __init__(self, edits: Path) -> None:
+        self._edits = edits
+        self._months: dict[str, _MonthFile] = {}
+        self._lock = threading.Lock()
+
+    def page(
+        self,
+        file: proto.MemoryFile | None,
+        before: int | None,
+        budget: int = HISTORY_PAGE_BYTES,
+    ) -> tuple[list[HistoryEdit], int]:
+        """The page `history_page` would give of the whole journal, decoding only its lines.
+
+        Blocking. Returns the page's edits, oldest first, and how many older ones there are.
+        """
+        wanted = None if file is None else entries.file_name(file)
+        with self._lock:  # one request at a time: the table, then the page's lines
+            places = [
+                place
+                for month in self._refresh()
+                for place in month.places
+                if wanted is None or place.file == wanted
+            ]
+            return page_from_end(len(places), lambda i: _edit_at(places[i]), before, budget)
+
+    def _refresh(self) -> list[_MonthFile]:
+        if not self._edits.is_dir():
+            self._months.clear()
+            return []
+        names = sorted(path.name for path in self._edits.glob("*.jsonl"))
+        for gone in set(self._months) - set(names):
+            del self._months[gone]
+        months = []
+        for name in names:
+            path = self._edits / name
+            try:
+                month = self._read(path, self._months.get(name))
+            except FileNotFoundError:
+                self._months.pop(name, None)
+                continue
+            self._months[name] = month
+            months.append(month)
+        return months
+
+    def _read(self, path: Path, known: _MonthFile | None) -> _MonthFile:
+        found = path.stat()
+        if known is not None and known.inode == found.st_ino:
+            if (known.size, known.mtime_ns) == (found.st_size, found.st_mtime_ns):
+                return known
+            if found.st_size >= known.size:  # appended to: read only what came after
+                return _scan(path, found, known)
+        return _scan(path, found, None)
+
+
+def _scan(path: Path, found: os.stat_result, after: _MonthFile | None) -> _MonthFile:
+    """`after`'s places and those of the lines past them (all of `path`'s when None)."""
+    places = [] if after is None else list(after.places)
+    end = 0 if after is None else after.end
+    count = 0 if after is None else after.lines
+    skipped: list[proto.Line[proto.JournalLine]] = []
+    for line in proto.EDIT_JOURNAL.lines(path, offset=end, number=count + 1):
+        end, count = line.end, line.number
+        if line.record is None:
+            skipped.append(line)
+        else:
+            places.append(_Place(path, line.start, line.end, line.record.file))
+    if skipped:
+        first = skipped[0]
+        log.warning(
+            "%s: skipped %d line(s) that are not records (first: line %d: %s)",
+            path,
+            len(skipped),
+            first.number,
+            first.problem,
+        )
+    return _MonthFile(found.st_ino, found.st_size, found.st_mtime_ns, end, count, places)
+
+
+def _edit_at(place: _Place) -> HistoryEdit:
+    with open(place.path, "rb") as f:
+        f.seek(place.start)
+        raw = f.read(place.end - place.start - 1)
+    line = proto.EDIT_JOURNAL.decode(raw)
+    return HistoryEdit(id=proto.edit_id(line), line=line)

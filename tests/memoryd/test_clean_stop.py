@@ -1,0 +1,132 @@
+"""A clean stop's record: the next start trusts it, and only it (`memoryd._clean`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+import sqlean
+import trio
+from memoryd_harness import CAP_S, OTHER, append, open_index, progress, said, sources_in, user
+
+from memoryd._clean import CLEAN_FILE
+from memoryd._index import Index, IndexDamaged
+
+CHECKED_WHOLE = "checking it whole"
+TRUSTED = "was stopped cleanly"
+
+
+def index_file(home: Path) -> Path:
+    return home / "index" / "memory.sqlite3"
+
+
+def clean_file(home: Path) -> Path:
+    return home / "index" / CLEAN_FILE
+
+
+async def test_a_clean_stop_is_trusted_and_a_log_appended_meanwhile_is_caught_up(
+    short_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sessions = short_dir / "sessions"
+    append(sessions, [user("the launch window moved"), said("noted")])
+    append(sessions, [user("elsewhere")], OTHER)
+    async with open_index(short_dir) as index:
+        await index.search("launch", 5)  # counts the terms: they are kept too
+    assert clean_file(short_dir).exists()
+    append(sessions, [user("the window moved again")])  # while memoryd was stopped
+    caplog.set_level(logging.INFO, logger="memoryd.index")
+    async with open_index(short_dir) as index:
+        assert not clean_file(short_dir).exists(), "taken at start: a crash leaves no mark"
+        found = await index.search("window", 5)
+    assert TRUSTED in caplog.text
+    assert CHECKED_WHOLE not in caplog.text
+    assert sorted(hit.text for hit in found.found) == [
+        "the launch window moved",
+        "the window moved again",
+    ]
+    assert progress(index_file(short_dir))[f"{OTHER}/0.jsonl"] == 1
+
+
+async def test_an_unclean_stop_runs_the_whole_check(
+    short_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    append(short_dir / "sessions", [user("the launch window moved")])
+    async with open_index(short_dir):
+        pass
+    index = Index(short_dir / "index", sources_in(short_dir))
+    async with trio.open_nursery() as nursery:  # memoryd killed: its stop never runs
+        nursery.start_soon(index.run, trio.Event())
+        with trio.fail_after(CAP_S):
+            await index.caught_up.wait()
+        append(short_dir / "sessions", [user("a turn before the kill")])
+        await index.session_updated("mm-8ass9mqqqqqqqqqqqqqqqqqqqq")
+        nursery.cancel_scope.cancel()
+    assert not clean_file(short_dir).exists()
+    caplog.set_level(logging.INFO, logger="memoryd.index")
+    async with open_index(short_dir) as index:
+        found = await index.search("kill", 5)
+    assert CHECKED_WHOLE in caplog.text
+    assert TRUSTED not in caplog.text
+    assert [hit.text for hit in found.found] == ["a turn before the kill"]
+
+
+def _damage_keeping_identity(path: Path, table: str) -> None:
+    """Overwrite `table`'s pages with garbage; the file's size and times stay as they were."""
+    conn = sqlean.connect(os.fspath(path))
+    try:
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = [n for (n,) in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (table,))]
+    finally:
+        conn.close()
+    before = path.stat()
+    with path.open("r+b") as f:
+        for page in pages:
+            f.seek((page - 1) * size)
+            f.write(b"\xa5" * size)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+async def test_an_index_damaged_after_a_clean_stop_is_found_by_the_first_search_and_rebuilt(
+    short_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    append(short_dir / "sessions", [user(f"the launch window moved {i}") for i in range(300)])
+    async with open_index(short_dir):
+        pass
+    _damage_keeping_identity(index_file(short_dir), "hits_content")
+    caplog.set_level(logging.INFO, logger="memoryd.index")
+    async with open_index(short_dir) as index:
+        assert TRUSTED in caplog.text  # the identity matches: the start cannot tell
+        with pytest.raises(IndexDamaged):
+            await index.search("launch", 5)
+        with trio.fail_after(CAP_S):
+            await index.settled.wait()
+        found = await index.search("launch", 5)
+    assert len(found.found) == 5
+    assert "is damaged" in caplog.text
+    assert "runbook: memory-index-damaged" in caplog.text
+
+
+async def test_session_updated_during_the_build_answers_at_once(short_dir: Path) -> None:
+    sessions = short_dir / "sessions"
+    for n in range(200):
+        append(
+            sessions,
+            [user(f"turn {n} about the launch window"), said("noted")] * 10,
+            f"mm-{n:026d}",
+        )
+    (short_dir / "index").mkdir(mode=0o700)
+    index = Index(short_dir / "index", sources_in(short_dir))
+    shutdown = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(index.run, shutdown)
+        append(sessions, [user("the turn that just ended")])
+        with trio.fail_after(CAP_S):
+            await index.session_updated("mm-8ass9mqqqqqqqqqqqqqqqqqqqq")
+        assert not index.ready.is_set(), "it answered while the index was being built"
+        with trio.fail_after(CAP_S):
+            await index.caught_up.wait()
+        found = await index.search("ended", 5)
+        shutdown.set()
+    assert [hit.text for hit in found.found] == ["the turn that just ended"]
