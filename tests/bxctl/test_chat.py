@@ -486,3 +486,35 @@ async def test_chat_m_over_a_frames_limit_against_a_live_loopd_leaves_the_sessio
         assert "are you there?" in log
         assert "yyyy" not in log
         assert "ERROR" not in stack.log("loopd")
+
+
+# -- a session begins at its first message --------------------------------------------
+
+
+def session_folders(home: Path) -> list[str]:
+    sessions = home / "sessions"
+    return sorted(p.name for p in sessions.iterdir()) if sessions.is_dir() else []
+
+
+@pytest.mark.slow
+async def test_a_chat_of_commands_only_creates_no_session_and_a_message_begins_one(
+    short_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with running_stack(short_dir, Step(text="Hello there.")) as stack:
+        home = str(stack.home)
+        commands = "/help\n/remember likes green tea\n/memory\n/forget green tea\nn\n"
+        monkeypatch.setattr(sys, "stdin", piped(commands.encode()))
+        assert await run("chat", "--home", home) == 0
+        only_commands = capsys.readouterr()
+        assert session_folders(stack.home) == []
+        assert "likes green tea" in only_commands.out  # the commands ran
+        assert "session" not in only_commands.err  # neither "new session" nor a resume hint
+        monkeypatch.setattr(sys, "stdin", piped(b"/help\nhi\n"))
+        assert await run("chat", "--home", home) == 0
+        with_a_message = capsys.readouterr()
+    (session,) = session_folders(stack.home)
+    err = with_a_message.err
+    assert f"new session {session}" in err
+    assert f"to go on with this session: bxctl chat --session {session}" in err
+    # said when it was made: after /help's answer, before the model's
+    assert with_a_message.out.index("/remember") < with_a_message.out.index("Hello there.")
