@@ -10,6 +10,7 @@ import io
 import queue
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -406,11 +407,10 @@ BIG = 5 * 1024 * 1024  # a 5 MiB message: what a pasted log or file can be
 
 def too_long(text: str, session: str = SESSION) -> str:
     """What the chat says of a `text` too long to send in `session`."""
-    said = Say(session=session, text=text)
-    size = len(proto.encode_frame(said, max_frame_bytes=2 * BIG)) - proto.HEADER_BYTES
+    empty = len(proto.encode_frame(Say(session=session, text=""))) - proto.HEADER_BYTES
     return (
-        f"error: the message is too long to send: {size:,} bytes; a message can be at most "
-        "about 1 MiB\n"
+        f"error: this message is {len(text.encode()):,} bytes; a message can be at most about "
+        f"{proto.MAX_FRAME - empty:,} bytes (proto's frame limit): shorten it\n"
     )
 
 
@@ -518,3 +518,30 @@ async def test_a_chat_of_commands_only_creates_no_session_and_a_message_begins_o
     assert f"to go on with this session: bxctl chat --session {session}" in err
     # said when it was made: after /help's answer, before the model's
     assert with_a_message.out.index("/remember") < with_a_message.out.index("Hello there.")
+
+
+@pytest.mark.slow
+def test_a_5_mb_piped_message_is_the_clients_own_error_and_the_chat_goes_on(
+    short_dir: Path,
+) -> None:
+    with running_stack(short_dir, Step(text="Still here.")) as stack:
+        big = "z" * 5_000_000
+        done = subprocess.run(
+            [sys.executable, "-m", "bxctl", "chat", "--home", str(stack.home)],
+            input=f"{big}\nare you there?\n",
+            capture_output=True,
+            encoding="utf-8",
+            timeout=CAP_S,
+            check=False,
+        )
+        assert "ERROR" not in stack.log("loopd")
+    assert done.returncode == 0, done.stderr
+    (session,) = re.findall(r"new session (chat-[a-z0-9]+)", done.stderr)
+    empty = len(proto.encode_frame(Say(session=session, text=""))) - proto.HEADER_BYTES
+    limit = proto.MAX_FRAME - empty
+    assert (
+        f"error: this message is 5,000,000 bytes; a message can be at most about {limit:,} "
+        "bytes (proto's frame limit): shorten it\n"
+    ) in done.stdout
+    assert "Still here." in done.stdout
+    assert "stopped" not in done.stdout + done.stderr

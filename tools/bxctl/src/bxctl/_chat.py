@@ -297,8 +297,11 @@ async def _turn(
             if hint:
                 out.line(f"note: {inline(hint)}")
         return False
+    except proto.RequestTooLarge as exc:
+        # nothing was sent: the session goes on
+        out.line(f"error: {too_long(text, exc)}")
+        return False
     except proto.BadRequest as exc:
-        # nothing was sent (the message is over a frame's limit): the session goes on
         out.line(f"error: {failure_sentence('loopd', path, exc)}")
         return False
     except proto.Unreachable as exc:
@@ -320,6 +323,16 @@ async def _turn(
         out.spinner.stop()
     # the turn's iterator ends only after its turn_done, which returned above
     raise AssertionError("a turn ended without its turn_done")  # pragma: no cover
+
+
+def too_long(text: str, exc: proto.RequestTooLarge) -> str:
+    """A message over a frame's limit, in the message's own bytes (the frame adds a few)."""
+    size = len(text.encode())
+    most = exc.limit - (exc.size - size)
+    return (
+        f"this message is {size:,} bytes; a message can be at most about {most:,} bytes "
+        "(proto's frame limit): shorten it"
+    )
 
 
 MODEL_FAILURES = frozenset({"model-error", "model-timeout", "model-unreachable"})
