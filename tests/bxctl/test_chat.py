@@ -335,7 +335,7 @@ async def test_an_approval_answer_that_is_not_utf8_leaves_the_approval_waiting(
     assert decisions == []
     assert (
         "  could not decide ap-k3f9xy: the answer is not UTF-8 text (byte 0xff at byte 5); "
-        "it still waits: `bxctl approvals list`\n"
+        f"it still waits: `bxctl approvals list --home {short_dir}`\n"
     ) in out
 
 

@@ -58,6 +58,7 @@ from ._common import (
     failure_sentence,
     inline,
     not_utf8,
+    program,
     unreachable_sentence,
 )
 from ._embedded import DEMO_NOTICE, embedded_configured
@@ -100,7 +101,7 @@ async def model_hint(home: Path, *, after_timeout: bool = False) -> str | None:
             f"no model server answers at {url}. Start one that speaks the OpenAI API "
             "(llama.cpp's llama-server, vLLM, Ollama) there, or point boxmaker at yours: "
             f"set [model] url in {home / 'config' / 'loopd.toml'} (or run "
-            "`bxctl init --model-url URL` on a new home) and restart `bxctl up`."
+            f"`{program()} init --model-url URL` on a new home) and restart `{bxctl('up')}`."
         )
     if after_timeout:
         return (
@@ -247,7 +248,7 @@ async def _send_decision(
     if problem is not None:
         out.line(
             f"  could not decide {inline(approval.id)}: the answer is not UTF-8 text "
-            f"({problem}); it still waits: `bxctl approvals list`"
+            f"({problem}); it still waits: `{bxctl('approvals list')}`"
         )
         return
     approve, reason = decision(answer)
@@ -378,7 +379,7 @@ async def _show_event(
 
 def resume_hint(session: str, home_option: Path | None) -> str:
     """The command that goes on with `session` (with `--home` when one was given)."""
-    command = ["bxctl", "chat", "--session", session]
+    command = [*program().split(), "chat", "--session", session]
     if home_option is not None:
         command += ["--home", str(home_option.expanduser().absolute())]
     return f"to go on with this session: {shlex.join(command)}"
