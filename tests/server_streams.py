@@ -154,7 +154,7 @@ LLAMA_CPP = [
         b'error: {"code":400,"message":"the request exceeds the available context size, '
         b'try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4476,'
         b'"n_ctx":4096}\n\ndata: [DONE]\n\n',
-        Fails("session-full", "this session is full; start a new one"),
+        Fails("context-refused", "the request exceeds the available context size"),
     ),
     Shape(
         "llama.cpp",

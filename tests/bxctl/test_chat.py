@@ -10,6 +10,7 @@ import io
 import queue
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -334,7 +335,7 @@ async def test_an_approval_answer_that_is_not_utf8_leaves_the_approval_waiting(
     assert decisions == []
     assert (
         "  could not decide ap-k3f9xy: the answer is not UTF-8 text (byte 0xff at byte 5); "
-        "it still waits: `bxctl approvals list`\n"
+        f"it still waits: `bxctl approvals list --home {short_dir}`\n"
     ) in out
 
 
@@ -406,11 +407,10 @@ BIG = 5 * 1024 * 1024  # a 5 MiB message: what a pasted log or file can be
 
 def too_long(text: str, session: str = SESSION) -> str:
     """What the chat says of a `text` too long to send in `session`."""
-    said = Say(session=session, text=text)
-    size = len(proto.encode_frame(said, max_frame_bytes=2 * BIG)) - proto.HEADER_BYTES
+    empty = len(proto.encode_frame(Say(session=session, text=""))) - proto.HEADER_BYTES
     return (
-        f"error: the message is too long to send: {size:,} bytes; a message can be at most "
-        "about 1 MiB\n"
+        f"error: this message is {len(text.encode()):,} bytes; a message can be at most about "
+        f"{proto.MAX_FRAME - empty:,} bytes (proto's frame limit): shorten it\n"
     )
 
 
@@ -486,3 +486,62 @@ async def test_chat_m_over_a_frames_limit_against_a_live_loopd_leaves_the_sessio
         assert "are you there?" in log
         assert "yyyy" not in log
         assert "ERROR" not in stack.log("loopd")
+
+
+# -- a session begins at its first message --------------------------------------------
+
+
+def session_folders(home: Path) -> list[str]:
+    sessions = home / "sessions"
+    return sorted(p.name for p in sessions.iterdir()) if sessions.is_dir() else []
+
+
+@pytest.mark.slow
+async def test_a_chat_of_commands_only_creates_no_session_and_a_message_begins_one(
+    short_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with running_stack(short_dir, Step(text="Hello there.")) as stack:
+        home = str(stack.home)
+        commands = "/help\n/remember likes green tea\n/memory\n/forget green tea\nn\n"
+        monkeypatch.setattr(sys, "stdin", piped(commands.encode()))
+        assert await run("chat", "--home", home) == 0
+        only_commands = capsys.readouterr()
+        assert session_folders(stack.home) == []
+        assert "likes green tea" in only_commands.out  # the commands ran
+        assert "session" not in only_commands.err  # neither "new session" nor a resume hint
+        monkeypatch.setattr(sys, "stdin", piped(b"/help\nhi\n"))
+        assert await run("chat", "--home", home) == 0
+        with_a_message = capsys.readouterr()
+    (session,) = session_folders(stack.home)
+    err = with_a_message.err
+    assert f"new session {session}" in err
+    assert f"to go on with this session: bxctl chat --session {session}" in err
+    # said when it was made: after /help's answer, before the model's
+    assert with_a_message.out.index("/remember") < with_a_message.out.index("Hello there.")
+
+
+@pytest.mark.slow
+def test_a_5_mb_piped_message_is_the_clients_own_error_and_the_chat_goes_on(
+    short_dir: Path,
+) -> None:
+    with running_stack(short_dir, Step(text="Still here.")) as stack:
+        big = "z" * 5_000_000
+        done = subprocess.run(
+            [sys.executable, "-m", "bxctl", "chat", "--home", str(stack.home)],
+            input=f"{big}\nare you there?\n",
+            capture_output=True,
+            encoding="utf-8",
+            timeout=CAP_S,
+            check=False,
+        )
+        assert "ERROR" not in stack.log("loopd")
+    assert done.returncode == 0, done.stderr
+    (session,) = re.findall(r"new session (chat-[a-z0-9]+)", done.stderr)
+    empty = len(proto.encode_frame(Say(session=session, text=""))) - proto.HEADER_BYTES
+    limit = proto.MAX_FRAME - empty
+    assert (
+        f"error: this message is 5,000,000 bytes; a message can be at most about {limit:,} "
+        "bytes (proto's frame limit): shorten it\n"
+    ) in done.stdout
+    assert "Still here." in done.stdout
+    assert "stopped" not in done.stdout + done.stderr

@@ -7,6 +7,7 @@ Every wait is on something the terminal or the roles show, never a fixed sleep.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -81,11 +82,19 @@ def leaves_with_the_resume_hint(child: pexpect.spawn[str], stack: Stack, session
 
 
 def session_of(child: pexpect.spawn[str]) -> str:
-    """The session's id, once the chat shows its first prompt."""
-    child.expect(r"(new|resumed) session (chat-[a-z0-9]+)")
+    """A resumed session's id, once the chat shows its first prompt."""
+    child.expect(r"resumed session (chat-[a-z0-9]+)")
     assert isinstance(child.match, re.Match)
-    session: str = child.match.group(2)
+    session: str = child.match.group(1)
     child.expect_exact("you>")
+    return session
+
+
+def begun(child: pexpect.spawn[str]) -> str:
+    """The id of the session the first message has begun."""
+    child.expect(r"new session (chat-[a-z0-9]+)")
+    assert isinstance(child.match, re.Match)
+    session: str = child.match.group(1)
     return session
 
 
@@ -113,8 +122,9 @@ def test_line_editing_and_the_history_across_chats(short_dir: Path) -> None:
     steps = [Step(text=t) for t in ("Hello there.", "Tuesday.", "Hello again.", "Kept.", "Yes.")]
     with running_stack(short_dir, *steps) as stack:
         with chat(stack) as child:
-            session = session_of(child)
+            child.expect_exact("you>")
             ask(child, "helo", LEFT, "l")  # the arrow moves the cursor; nothing else is sent
+            session = begun(child)
             answered(child, "Hello there.")
             ask(child, "what dat", BACKSPACE, "y?")
             answered(child, "Tuesday.")
@@ -153,10 +163,11 @@ def test_ctrl_c_cancels_a_turn_and_approvals_are_asked_inline(short_dir: Path) -
         stack.model.respond = slow
         try:
             with chat(stack) as child:
-                session = session_of(child)
+                child.expect_exact("you>")
 
                 # 1. Ctrl-C while the model writes: the turn is cancelled, the chat goes on
                 ask(child, "tell me a long story")
+                session = begun(child)
                 assert writing.wait(CAP_S)
                 child.send(CTRL_C)
                 cancelled(child)
@@ -213,8 +224,9 @@ def test_ctrl_c_cancels_a_turn_and_approvals_are_asked_inline(short_dir: Path) -
 def test_a_command_line_is_never_kept_in_the_history(short_dir: Path) -> None:
     with running_stack(short_dir, Step(text="Hi."), Step(text="Again.")) as stack:
         with chat(stack) as child:
-            session = session_of(child)
+            child.expect_exact("you>")
             ask(child, "hello")
+            session = begun(child)
             answered(child, "Hi.")
             ask(child, "/help")
             child.expect_exact("/forget TEXT")
@@ -227,3 +239,21 @@ def test_a_command_line_is_never_kept_in_the_history(short_dir: Path) -> None:
         history = (stack.home / "chat_history").read_text()
         assert "/help" not in history
         assert history.count("+hello\n") == 1  # a repeat of the last is kept once
+
+
+def test_a_chat_left_after_a_command_begins_no_session(short_dir: Path) -> None:
+    with running_stack(short_dir) as stack:
+        with chat(stack) as child:
+            child.logfile_read = seen = io.StringIO()
+            child.expect_exact("you>")
+            ask(child, "/help")
+            child.expect_exact("/forget TEXT")
+            child.expect_exact("you>")
+            child.send(CTRL_D)
+            child.expect(pexpect.EOF)
+            child.close()
+        assert child.exitstatus == 0
+        assert "new session chat-" not in seen.getvalue()
+        assert "to go on with this session" not in seen.getvalue()
+        sessions = stack.home / "sessions"
+        assert not sessions.exists() or list(sessions.iterdir()) == []

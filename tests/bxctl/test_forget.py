@@ -24,7 +24,7 @@ from prompt_toolkit.history import FileHistory
 import entries
 import proto
 from bxctl import CommandError, app
-from bxctl._chat import _Conversation
+from bxctl._chat import _Conversation, _Session
 from bxctl._history import (
     HISTORY_FILE,
     chunks,
@@ -237,6 +237,8 @@ class Roles:
         raise AssertionError(f"unexpected {request!r}")
 
     async def loopd(self, request: Message, conn: proto.Connection) -> Message:
+        if isinstance(request, proto.SessionOpen):
+            return proto.SessionOpened(session=SESSION, created=False)
         assert isinstance(request, proto.Say)
         self.said.append(request.text)
         await conn.send(AssistantText(text="ok"))
@@ -464,7 +466,9 @@ async def test_chat_forget_scrubs_the_history_never_keeps_a_command_and_goes_on(
         "//slash sent",
     )
     with trio.fail_after(20):
-        await _Conversation(home, SESSION, typed, history).run()
+        resumed = _Session(home, SESSION)
+        await resumed.open()  # `--session`: open before the first line
+        await _Conversation(home, resumed, typed, history).run()
     # the forget went to brokerd with the session; the chat went on after it
     assert Forget(text=SECRET.lower(), surface=BXCTL, session=SESSION) in roles.asked
     assert roles.said == ["still there?", "/slash sent"]

@@ -86,12 +86,17 @@ def model() -> Iterator[ScriptedModel]:
         yield scripted
 
 
+SHELL_BXCTL = "uv run bxctl" if "UV_RUN_RECURSION_DEPTH" in os.environ else "bxctl"
+"""How bxctl's hints name it here: the roles inherit this test's environment."""
+
+
 def test_up_chat_and_stop(short_dir: Path, model: ScriptedModel) -> None:
     home = new_home(short_dir, model)
     up = Up(home)
     try:
         up.wait_for("boxmaker is up")
-        up.wait_for(f"chat with it:   bxctl chat --home {home}")  # pasteable in another terminal
+        # pasteable in another terminal: under `uv run pytest`, bxctl runs as `uv run` started it
+        up.wait_for(f"chat with it:   {SHELL_BXCTL} chat --home {home}")
         model.steps.append(Step(text="Hello! I am boxmaker."))
         chat = bxctl("chat", "--home", str(home), "--message", "hello")
         assert chat.returncode == 0, chat.stderr
@@ -136,7 +141,7 @@ def test_a_second_up_on_a_running_home_says_so_and_leaves_it_running(
         second = bxctl("up", "--home", str(home))
         assert second.returncode == 1
         assert second.stderr.startswith(f"bxctl: boxmaker is already running on {home} (")
-        assert f"Use it (`bxctl chat --home {home}`)" in second.stderr
+        assert f"Use it (`{SHELL_BXCTL} chat --home {home}`)" in second.stderr
         assert "bxctl: started" not in second.stderr  # nothing was started
         model.steps.append(Step(text="Still here."))
         chat = bxctl("chat", "--home", str(home), "--message", "hello")

@@ -172,7 +172,7 @@ async def test_a_turn_cancelled_mid_call_records_the_call_as_interrupted(
     assert model.refused == []
 
 
-async def test_the_servers_smaller_context_is_used_and_its_refusal_is_a_full_session(
+async def test_the_servers_smaller_context_is_used_before_sending(
     nursery: trio.Nursery, short_dir: Path
 ) -> None:
     # loopd.toml says 8,192 tokens; the server (llama.cpp, /props) holds 1,200.
@@ -184,21 +184,24 @@ async def test_the_servers_smaller_context_is_used_and_its_refusal_is_a_full_ses
         assert h.loopd.model.context_tokens == 1200
         frames = await say(h.chat, opened.session, "x" * 3000)  # would not fit
     [error] = [f for f in frames if isinstance(f, proto.Error)]
-    assert (error.code, error.message) == ("session-full", "this session is full; start a new one")
+    assert error.code == "message-too-long"
+    assert "this message is about 1,000 tokens; this session's model takes 1,200 " in error.message
     assert model.refused == []  # loopd knew before sending
 
 
-async def test_a_servers_context_refusal_is_a_full_session(
+async def test_a_servers_context_refusal_after_the_first_turn_is_a_full_session(
     nursery: trio.Nursery, short_dir: Path
 ) -> None:
     # A server that does not say its context, and refuses a long request as vLLM does.
-    with serve_scripted_model(Step(text="never sent")) as model, trio.fail_after(CAP_S):
-        model.context = 300
-        h = await start_harness(nursery, short_dir, model.url, max_tokens=10)
-        opened = await open_session(h.chat)
-        frames = await say(h.chat, opened.session, "y" * 2000)
+    with serve_scripted_model(Step(text="ok"), Step(text="never sent")) as model:
+        with trio.fail_after(CAP_S):
+            model.context = 800
+            h = await start_harness(nursery, short_dir, model.url, max_tokens=10)
+            opened = await open_session(h.chat)
+            assert (await say(h.chat, opened.session, "hi"))[-1] == TurnDone(text="ok")
+            frames = await say(h.chat, opened.session, "y" * 4000)
     [error] = [f for f in frames if isinstance(f, proto.Error)]
-    assert error.code == "session-full"
+    assert (error.code, error.message) == ("session-full", "this session is full; start a new one")
     assert model.refused
     assert "maximum context length" in model.refused[0]
 

@@ -66,7 +66,11 @@ class ModelUnreachable(ModelError):
 
 
 class ContextExceeded(ModelError):
-    """The server refused the request as longer than its context: the session is full."""
+    """The server refused the request as longer than its context; `words` are its own."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__(f"the model server's context is full: {words}")
+        self.words = words
 
 
 _CONTEXT_REFUSAL = re.compile(
@@ -386,7 +390,7 @@ class ModelClient:
         match partial.state:
             case _Failed(words=words):
                 if _CONTEXT_REFUSAL.search(words):
-                    raise ContextExceeded(f"the model server's context is full: {words}")
+                    raise ContextExceeded(words)
                 raise ModelError(
                     f"the model server failed during its answer: {words}"
                     + (" (the text shown so far is not kept)" if partial.content else "")
@@ -586,7 +590,7 @@ def _check_status(response: httpx.Response) -> None:
         pass
     detail = _words(detail)
     if response.status_code in (400, 413) and _CONTEXT_REFUSAL.search(detail):
-        raise ContextExceeded(f"the model server's context is full: {detail}")
+        raise ContextExceeded(detail)
     raise ModelError(f"the model server answered HTTP {response.status_code}: {detail}")
 
 
@@ -609,7 +613,7 @@ def _parse(raw: bytes) -> ModelReply:
     if (failure := completion.failure()) is not None:
         words = _words(failure)
         if _CONTEXT_REFUSAL.search(words):
-            raise ContextExceeded(f"the model server's context is full: {words}")
+            raise ContextExceeded(words)
         raise ModelError(f"the model server failed during its answer: {words}")
     if not completion.choices or completion.choices[0].message is None:
         raise ModelError("the model server returned no choices")

@@ -141,6 +141,12 @@ class Session:
             since += len(self.baseline.system) + len(_encoder.encode(self.baseline.tools))
         return self._counted + since // CHARS_PER_TOKEN
 
+    def baseline_tokens(self) -> int:
+        """An estimate of the system prompt and the tools: what any request of it holds."""
+        return (len(self.baseline.system) + len(_encoder.encode(self.baseline.tools))) // (
+            CHARS_PER_TOKEN
+        )
+
     def as_left(self) -> bool:
         """Whether the files are as this session left them (blocking: two `stat` calls)."""
         return self.files is not None and self.files == (

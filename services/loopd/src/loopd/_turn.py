@@ -37,10 +37,18 @@ from proto import (
 from ._config import ModelSection
 from ._model import ContextExceeded, ModelClient, ModelError
 from ._outcome import ToolOutcome
-from ._sessions import Session
+from ._sessions import CHARS_PER_TOKEN, Session
 from ._tools import CORE_TOOL_NAMES, REGISTRY, find_tools
 
-__all__ = ["Emit", "SessionFull", "TurnContext", "TurnError", "run_turn"]
+__all__ = [
+    "ContextRefused",
+    "Emit",
+    "MessageTooLong",
+    "SessionFull",
+    "TurnContext",
+    "TurnError",
+    "run_turn",
+]
 
 log = logging.getLogger("loopd.turn")
 
@@ -54,10 +62,38 @@ class TurnError(proto.ServiceError):
 
 
 class SessionFull(TurnError):
-    """The prompt would exceed `[model] context_tokens`."""
+    """The conversation so far leaves no room for the next request: a new session would."""
 
-    def __init__(self) -> None:
-        super().__init__("session-full", "this session is full; start a new one")
+    def __init__(self, sentence: str = "this session is full; start a new one") -> None:
+        super().__init__("session-full", sentence)
+
+
+class MessageTooLong(TurnError):
+    """The owner's message alone does not fit the model's context: no session would take it."""
+
+    def __init__(self, message: int, window: int, used: int, answer: int) -> None:
+        super().__init__(
+            "message-too-long",
+            f"this message is about {message:,} tokens; this session's model takes "
+            f"{window:,} (the system prompt and the conversation so far take {used:,}, and "
+            f"its answer up to {answer:,}): shorten it or split it",
+        )
+
+
+class ContextRefused(TurnError):
+    """The server refused a session's first request for its context (its words said).
+
+    The system prompt and the first message are all it held: "the session is full; start
+    a new one" would send the owner to a new session that fails the same way.
+    """
+
+    def __init__(self, words: str) -> None:
+        super().__init__(
+            "context-refused",
+            "the model server refused this session's first message for its context: "
+            f"{words}. The system prompt and this message do not fit in it: start a new "
+            "session with a shorter message, or give the model server a larger context",
+        )
 
 
 @dataclass(frozen=True)
@@ -75,10 +111,34 @@ class TurnContext:
     """Set when loopd stops: a turn waiting for the owner's decision stops waiting."""
 
 
-def _check_room(session: Session, ctx: TurnContext, extra_chars: int = 0) -> None:
-    needed = session.estimated_tokens(extra_chars) + ctx.settings.max_tokens
+def _check_room(session: Session, ctx: TurnContext) -> None:
+    needed = session.estimated_tokens() + ctx.settings.max_tokens
     if needed > ctx.model.context_tokens:
         raise SessionFull
+
+
+def _check_message(session: Session, ctx: TurnContext, text: str) -> None:
+    """Refuse, before it is recorded, a message the next request would have no room for.
+
+    Which sentence depends on where the room went: a message longer than a new session's
+    room must be shortened; one that fits a new session but not this one's remaining room
+    can also go to a new session; a session with no room left at all is full.
+    """
+    window, answer = ctx.model.context_tokens, ctx.settings.max_tokens
+    if session.estimated_tokens(len(text)) + answer <= window:
+        return
+    used = session.estimated_tokens()
+    message = -(-len(text) // CHARS_PER_TOKEN)
+    room = window - answer - used
+    if session.baseline_tokens() + message + answer > window:
+        raise MessageTooLong(message, window, used, answer)
+    if room <= 0:
+        raise SessionFull
+    raise SessionFull(
+        f"this message is about {message:,} tokens, and this session has room for about "
+        f"{room:,} more (its model takes {window:,}; the conversation so far takes "
+        f"{used:,}): shorten it, or start a new session"
+    )
 
 
 async def _append(session: Session, record: proto.SessionRecord) -> None:
@@ -150,10 +210,11 @@ async def run_turn(
     """
     await answer_unanswered(session, ctx)
     await ctx.model.probe_context()
-    _check_room(session, ctx, len(text))
+    _check_message(session, ctx, text)
+    first = not session.records
     await _append(session, UserRecord(time=proto.utc_stamp(), content=text, ref=ref))
     try:
-        return await _steps(session, ctx, emit)
+        return await _steps(session, ctx, emit, first=first)
     except* trio.Cancelled:
         # `except*`: a cancel that reaches a task inside one of the turn's nurseries (the
         # wait for the owner's decision) arrives here in that nursery's exception group.
@@ -167,16 +228,21 @@ RECORD_DEADLINE_S = 5.0
 """How long a cancelled turn may take to record its interrupted calls."""
 
 
-async def _steps(session: Session, ctx: TurnContext, emit: Emit) -> str:
+async def _steps(session: Session, ctx: TurnContext, emit: Emit, *, first: bool) -> str:
+    """The turn's model and tool calls; `first`: its message is the session's first record."""
+
     async def on_text(delta: str) -> None:
         await emit(AssistantText(text=delta))
 
-    for _ in range(ctx.settings.max_steps):
+    for step in range(ctx.settings.max_steps):
         _check_room(session, ctx)
         body = session.history.body(ctx.model.head(session.baseline.tools))
         try:
             reply = await ctx.model.send(body, on_text)
         except ContextExceeded as exc:
+            if first and step == 0:
+                log.warning("session %s: its first request refused: %s", session.id, exc)
+                raise ContextRefused(exc.words) from None
             log.warning("session %s is full: %s", session.id, exc)
             raise SessionFull from None
         except ModelError as exc:

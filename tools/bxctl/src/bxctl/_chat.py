@@ -58,6 +58,7 @@ from ._common import (
     failure_sentence,
     inline,
     not_utf8,
+    program,
     unreachable_sentence,
 )
 from ._embedded import DEMO_NOTICE, embedded_configured
@@ -100,7 +101,7 @@ async def model_hint(home: Path, *, after_timeout: bool = False) -> str | None:
             f"no model server answers at {url}. Start one that speaks the OpenAI API "
             "(llama.cpp's llama-server, vLLM, Ollama) there, or point boxmaker at yours: "
             f"set [model] url in {home / 'config' / 'loopd.toml'} (or run "
-            "`bxctl init --model-url URL` on a new home) and restart `bxctl up`."
+            f"`{program()} init --model-url URL` on a new home) and restart `{bxctl('up')}`."
         )
     if after_timeout:
         return (
@@ -247,7 +248,7 @@ async def _send_decision(
     if problem is not None:
         out.line(
             f"  could not decide {inline(approval.id)}: the answer is not UTF-8 text "
-            f"({problem}); it still waits: `bxctl approvals list`"
+            f"({problem}); it still waits: `{bxctl('approvals list')}`"
         )
         return
     approve, reason = decision(answer)
@@ -297,8 +298,11 @@ async def _turn(
             if hint:
                 out.line(f"note: {inline(hint)}")
         return False
+    except proto.RequestTooLarge as exc:
+        # nothing was sent: the session goes on
+        out.line(f"error: {too_long(text, exc)}")
+        return False
     except proto.BadRequest as exc:
-        # nothing was sent (the message is over a frame's limit): the session goes on
         out.line(f"error: {failure_sentence('loopd', path, exc)}")
         return False
     except proto.Unreachable as exc:
@@ -320,6 +324,16 @@ async def _turn(
         out.spinner.stop()
     # the turn's iterator ends only after its turn_done, which returned above
     raise AssertionError("a turn ended without its turn_done")  # pragma: no cover
+
+
+def too_long(text: str, exc: proto.RequestTooLarge) -> str:
+    """A message over a frame's limit, in the message's own bytes (the frame adds a few)."""
+    size = len(text.encode())
+    most = exc.limit - (exc.size - size)
+    return (
+        f"this message is {size:,} bytes; a message can be at most about {most:,} bytes "
+        "(proto's frame limit): shorten it"
+    )
 
 
 MODEL_FAILURES = frozenset({"model-error", "model-timeout", "model-unreachable"})
@@ -365,7 +379,7 @@ async def _show_event(
 
 def resume_hint(session: str, home_option: Path | None) -> str:
     """The command that goes on with `session` (with `--home` when one was given)."""
-    command = ["bxctl", "chat", "--session", session]
+    command = [*program().split(), "chat", "--session", session]
     if home_option is not None:
         command += ["--home", str(home_option.expanduser().absolute())]
     return f"to go on with this session: {shlex.join(command)}"
@@ -379,7 +393,7 @@ class _Conversation:
     """
 
     def __init__(
-        self, home: Path, session: str, reader: Reader, history: PromptHistory | None = None
+        self, home: Path, session: _Session, reader: Reader, history: PromptHistory | None = None
     ) -> None:
         self.home = home
         self.session = session
@@ -431,9 +445,10 @@ class _Conversation:
                     except CommandError as exc:
                         sys.stderr.write(f"bxctl: {inline(str(exc))}\n")
                     continue
+            session = await self.session.open()
             out = _Printer()
             with trio.CancelScope() as self.turn:
-                await _turn(self.home, self.session, line, out, decide=self.decide)
+                await _turn(self.home, session, line, out, decide=self.decide)
             if self.turn.cancelled_caught:
                 out.line("(turn cancelled; what was said is kept. Ctrl-D or Ctrl-C leaves)")
             self.turn = None
@@ -449,7 +464,7 @@ class _Conversation:
             self.home,
             command,
             confirm=self.confirm,
-            session=self.session,
+            session=self.session.id,
             where="chat",
             own=OwnFiles(self.home, self.history),
         )
@@ -525,7 +540,7 @@ class _Conversation:
         return None
 
 
-async def _converse(home: Path, session: str, home_option: Path | None) -> None:
+async def _converse(home: Path, session: _Session, home_option: Path | None) -> None:
     """Read the owner's lines until they leave, then say how to come back."""
     failure: CommandError | None = None
     try:
@@ -560,36 +575,61 @@ async def _converse(home: Path, session: str, home_option: Path | None) -> None:
                     failure = exc  # raised below, not wrapped in the nursery's group
                 background.cancel_scope.cancel()
     finally:
-        print(f"\n{inline(resume_hint(session, home_option))}", file=sys.stderr)
+        if session.id is not None:
+            print(f"\n{inline(resume_hint(session.id, home_option))}", file=sys.stderr)
     if failure is not None:
         raise failure
+
+
+class _Session:
+    """The chat's session: resumed at once (`--session`), or begun at the first message.
+
+    A new session is loopd's copy of memory in a baseline and a folder under the home:
+    a chat that only runs commands (`/help`, `/remember`) and leaves makes none.
+    """
+
+    def __init__(self, home: Path, resume: str | None) -> None:
+        self.home = home
+        self.resume = resume
+        self.id: str | None = None
+        """The session's id once it is open; None until then."""
+
+    async def open(self) -> str:
+        """The session's id, opening it (and saying so) the first time."""
+        if self.id is not None:
+            return self.id
+        opened = await trio.to_thread.run_sync(
+            ask,
+            Sockets(self.home).path(proto.OWNER_LOOP),
+            proto.OWNER_LOOP,
+            SessionOpen(origin="bxctl", session=self.resume),
+            SessionOpened,
+        )
+        state = "new session" if opened.created else "resumed session"
+        print(f"{state} {inline(opened.session)}", file=sys.stderr)
+        if opened.created and embedded_configured(self.home):
+            # once per session: a resumed one (every `-m` after the first) has seen it
+            notice = DEMO_NOTICE.format(config=self.home / "config" / "loopd.toml")
+            print(f"note: {notice}", file=sys.stderr)
+        self.id = opened.session
+        return self.id
 
 
 async def chat(
     home: Path, session: str | None, message: str | None, *, home_option: Path | None = None
 ) -> int:
-    """Open (or resume) a session; send one message, or read messages until the owner leaves.
+    """Resume a session, or begin one at the first message; send one or read until they leave.
 
     `home_option` is `--home` as given, for the command that resumes the session.
     """
-    opened = await trio.to_thread.run_sync(
-        ask,
-        Sockets(home).path(proto.OWNER_LOOP),
-        proto.OWNER_LOOP,
-        SessionOpen(origin="bxctl", session=session),
-        SessionOpened,
-    )
-    state = "new session" if opened.created else "resumed session"
-    print(f"{state} {inline(opened.session)}", file=sys.stderr)
-    if opened.created and embedded_configured(home):
-        # once per session: a resumed one (every `-m` after the first) has seen it
-        notice = DEMO_NOTICE.format(config=home / "config" / "loopd.toml")
-        print(f"note: {notice}", file=sys.stderr)
+    chosen = _Session(home, session)
+    if session is not None:
+        await chosen.open()  # a mistyped id is said at once, not after the first message
     hint = await model_hint(home)
     if hint:
         print(f"note: {inline(hint)}", file=sys.stderr)
     if message is not None:
-        done = await _turn(home, opened.session, message, _Printer(), decide=None)
+        done = await _turn(home, await chosen.open(), message, _Printer(), decide=None)
         return 0 if done else 1
-    await _converse(home, opened.session, home_option)
+    await _converse(home, chosen, home_option)
     return 0

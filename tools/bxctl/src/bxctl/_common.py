@@ -8,7 +8,9 @@ JSON way. A `CommandError` holds raw text and is rendered where it is printed.
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import TypeVar
@@ -30,6 +32,7 @@ __all__ = [
     "inline",
     "not_utf8",
     "print_json",
+    "program",
     "remember_home",
     "unreachable_sentence",
 ]
@@ -73,7 +76,7 @@ def home_of(home: Path | None, *, must_exist: bool = True) -> Path:
         )
         raise CommandError(
             f"there is no boxmaker home at {resolved} ({where}). Make one there with "
-            f"`bxctl init --home {resolved}` or `bxctl up --home {resolved}`; or name "
+            f"`{program()} init --home {resolved}` or `{program()} up --home {resolved}`; or name "
             "yours with --home or $BOXMAKER_HOME."
         )
     return resolved
@@ -84,11 +87,30 @@ def given_home() -> Path | None:
     return _given_home
 
 
+@functools.cache
+def program() -> str:
+    """How the owner's shell runs this bxctl: `bxctl` when that is on PATH, else `uv run bxctl`.
+
+    On PATH means the `bxctl` found there is this very one; under `uv run` the project's
+    environment is on PATH for bxctl, not for the shell it was typed in, so it is left out.
+    """
+    path = os.environ.get("PATH", "")
+    venv = os.environ.get("VIRTUAL_ENV")
+    if "UV_RUN_RECURSION_DEPTH" in os.environ and venv:
+        theirs = Path(venv) / "bin"
+        path = os.pathsep.join(p for p in path.split(os.pathsep) if p and Path(p) != theirs)
+    found = shutil.which("bxctl", path=path)
+    running = Path(sys.executable).parent / "bxctl"
+    if found is not None and Path(found).resolve() == running.resolve():
+        return "bxctl"
+    return "uv run bxctl"
+
+
 def bxctl(command: str) -> str:
-    """`bxctl COMMAND`, with the `--home` the owner gave, so it can be pasted as it is."""
+    """`bxctl COMMAND` as the owner's shell runs it, with the `--home` the owner gave."""
     if _given_home is None:
-        return f"bxctl {command}"
-    return f"bxctl {command} --home {_given_home}"
+        return f"{program()} {command}"
+    return f"{program()} {command} --home {_given_home}"
 
 
 SERVED_AT: dict[str, tuple[str, str]] = {

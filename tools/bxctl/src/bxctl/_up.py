@@ -40,7 +40,7 @@ import trio
 import proto
 
 from ._chat import model_hint
-from ._common import CommandError, Sockets, bxctl, given_home, inline
+from ._common import CommandError, Sockets, bxctl, given_home, inline, program
 from ._embedded import (
     context_tokens,
     embedded_configured,
@@ -299,8 +299,8 @@ def _chat_command(home: Path) -> str:
     if given_home() is not None:
         return bxctl("chat")
     if home == proto.DEFAULT_HOME.expanduser():
-        return "bxctl chat"
-    return f"bxctl chat --home {home}"
+        return f"{program()} chat"
+    return f"{program()} chat --home {home}"
 
 
 def _banner(home: Path) -> str:
