@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import logging
 import os
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import assert_never
@@ -55,21 +56,44 @@ _encoder = msgspec.json.Encoder()
 _v3_decoder = msgspec.json.Decoder(AuditRecordV3 | AuditRedaction | AuditForget | AuditMigration)
 
 
+_length = struct.Struct(">Q").pack
+
+
 def _part(data: bytes) -> bytes:
-    return len(data).to_bytes(8, "big") + data
+    return _length(len(data)) + data
 
 
 class _Signer:
-    """`proto.sign(key, domain, *parts)`, with the HMAC state after `domain` made once."""
+    """`proto.sign(key, *domain, *parts)` with the HMAC's inner and outer states made once.
+
+    HMAC-SHA256 written out (RFC 2104) over `hashlib` states, whose `copy` is C: the
+    inner state has the key and the domain in it already, so a MAC is two copies, two
+    updates and two digests (`hmac.HMAC.copy` is Python and costs as much again).
+    """
 
     def __init__(self, key: bytes, *domain: str) -> None:
-        self._base = hmac.new(key, digestmod=hashlib.sha256)
-        self._base.update(b"".join(_part(d.encode()) for d in domain))
+        block = hashlib.sha256().block_size
+        padded = (hashlib.sha256(key).digest() if len(key) > block else key).ljust(block, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in padded))
+        self._inner.update(b"".join(_part(d.encode()) for d in domain))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in padded))
 
-    def sign(self, *parts: bytes) -> str:
-        mac = self._base.copy()
-        mac.update(b"".join(map(_part, parts)))
-        return mac.hexdigest()
+    def sign(self, part: bytes) -> str:
+        """The MAC of the domain and `part`."""
+        inner = self._inner.copy()
+        inner.update(_length(len(part)))
+        inner.update(part)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
+
+    def sign_parts(self, parts: bytes) -> str:
+        """The MAC of the domain and `parts`, each length-prefixed already (`_part`)."""
+        inner = self._inner.copy()
+        inner.update(parts)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
 
 
 class _Macs:
@@ -79,24 +103,27 @@ class _Macs:
         self._key = key
         self._v3 = _Signer(key, "boxmaker audit record v3")
         commit_key = proto.audit_commit_key(key)
-        self._texts = {
-            field: _Signer(commit_key, "boxmaker audit text v3", field)
-            for field in ("arguments", "proposed", "reason")
-        }
+        self._arguments = _Signer(commit_key, "boxmaker audit text v3", "arguments")
+        self._proposed = _Signer(commit_key, "boxmaker audit text v3", "proposed")
+        self._reason = _Signer(commit_key, "boxmaker audit text v3", "reason")
+
+    def call(self, record: AuditRecordV3) -> str:
+        """`proto.audit_mac(key, record)` of a V3 call record."""
+        blank = msgspec.structs.replace(
+            record,
+            arguments="",
+            proposed=None if record.proposed is None else "",
+            reason=None if record.reason is None else "",
+            mac="",
+        )
+        return self._v3.sign(_encoder.encode(blank))
 
     def record(self, record: AuditRecord) -> str:
         """`proto.audit_mac(key, record)`."""
+        if type(record) is AuditRecordV3:  # nearly every record: no match to go through
+            return self.call(record)
         match record:
-            case AuditRecordV3():
-                blank = msgspec.structs.replace(
-                    record,
-                    arguments="",
-                    proposed=None if record.proposed is None else "",
-                    reason=None if record.reason is None else "",
-                    mac="",
-                )
-                return self._v3.sign(_encoder.encode(blank))
-            case AuditRedaction() | AuditForget() | AuditMigration():
+            case AuditRecordV3() | AuditRedaction() | AuditForget() | AuditMigration():
                 return self._v3.sign(_encoder.encode(msgspec.structs.replace(record, mac="")))
             case AuditRecordV1() | AuditRecordV2():
                 return proto.audit_mac(self._key, record)
@@ -107,24 +134,39 @@ class _Macs:
         """`proto.unmatched_texts(commit_key, record)`."""
         commits = record.commits
         unmatched: dict[TextField, str] = {}
-        fixed = (record.prev, record.time, record.session, record.call, record.status)
-        head = b"".join(_part(p.encode()) for p in fixed)
-        field: TextField
-        for field, text in (
-            ("arguments", record.arguments),
-            ("proposed", record.proposed),
-            ("reason", record.reason),
-        ):
-            commit = getattr(commits, field)
-            if (text is None) != (commit is None):
+        prev, time, session = record.prev.encode(), record.time.encode(), record.session.encode()
+        call, status = record.call.encode(), record.status.encode()
+        head = b"".join(
+            (
+                _length(len(prev)),
+                prev,
+                _length(len(time)),
+                time,
+                _length(len(session)),
+                session,
+                _length(len(call)),
+                call,
+                _length(len(status)),
+                status,
+            )
+        )
+        now = self._arguments.sign_parts(head + _part(record.arguments.encode()))
+        if not hmac.compare_digest(now, commits.arguments):
+            unmatched["arguments"] = now
+        if record.proposed is not None or commits.proposed is not None:
+            if record.proposed is None or commits.proposed is None:
                 return None
-            if text is None:
-                continue
-            mac = self._texts[field]._base.copy()
-            mac.update(head + _part(text.encode()))
-            now = mac.hexdigest()
-            if not hmac.compare_digest(now, commit):
-                unmatched[field] = now
+            proposed = record.proposed.encode()
+            now = self._proposed.sign_parts(head + _part(proposed))
+            if not hmac.compare_digest(now, commits.proposed):
+                unmatched["proposed"] = now
+        if record.reason is not None or commits.reason is not None:
+            if record.reason is None or commits.reason is None:
+                return None
+            reason = record.reason.encode()
+            now = self._reason.sign_parts(head + _part(reason))
+            if not hmac.compare_digest(now, commits.reason):
+                unmatched["reason"] = now
         return unmatched
 
 
@@ -150,7 +192,8 @@ class Walk:
     records: int = 0
     last: str = AUDIT_GENESIS
     """The last record's MAC: the `prev` the next record must carry."""
-    last_where: str = "the start of the log"
+    last_at: tuple[str, int] | None = None
+    """The month file and line of the last record."""
     broken: str | None = None
     """The first place where the chain does not hold."""
     marked: str | None = None
@@ -174,7 +217,12 @@ class Walk:
     torn: dict[Path, int] = dataclasses.field(default_factory=dict)
     """Month files that end in a torn line: where their last whole line ends."""
 
-    def note(self, record: AuditRecord, where: str) -> None:
+    @property
+    def last_where(self) -> str:
+        """Where the last record is, in words."""
+        return "the start of the log" if self.last_at is None else _where(*self.last_at)
+
+    def note(self, record: AuditRecord, where: str | tuple[str, int]) -> None:
         """Take in what `record` (checked) says of sessions, calls and forgets."""
         match record:
             case AuditRecordV1() | AuditRecordV2() | AuditRecordV3():
@@ -191,6 +239,17 @@ class Walk:
                 pass
             case _:
                 assert_never(record)
+
+    def note_call(self, record: AuditRecordV3, file: str, line: int) -> None:
+        """`note` for a V3 call record, the most of any log, without the dispatch."""
+        key = (record.session, record.call)
+        if record.status == "started":
+            self.unfinished[key] = _where(file, line)
+            return
+        self.unfinished.pop(key, None)
+        seen = self.labels.get(record.session)
+        if seen != record.label:
+            self.labels[record.session] = record.label if seen is None else seen.join(record.label)
 
     def _note_redaction(self, record: AuditRedaction) -> None:
         listed = self.listed.setdefault(record.plan, set())
@@ -211,16 +270,24 @@ class Walk:
             else msgspec.structs.replace(seen, records=places)
         )
 
-    def _note_call(self, record: AuditRecordV1 | AuditRecordV2 | AuditRecordV3, where: str) -> None:
+    def _note_call(
+        self,
+        record: AuditRecordV1 | AuditRecordV2 | AuditRecordV3,
+        where: str | tuple[str, int],
+    ) -> None:
         if not isinstance(record, AuditRecordV3):
             self.old_versions += 1
         key = (record.session, record.call)
         if record.status == "started":
-            self.unfinished[key] = where
+            self.unfinished[key] = where if isinstance(where, str) else _where(*where)
             return
         self.unfinished.pop(key, None)
         seen = self.labels.get(record.session)
         self.labels[record.session] = record.label if seen is None else seen.join(record.label)
+
+
+def _where(file: str, line: int) -> str:
+    return f"{file} line {line}"
 
 
 def _decode(raw: bytes) -> tuple[AuditRecord | None, str | None]:
@@ -270,26 +337,47 @@ def walk(
     found.records, found.last = at.records, at.last
     found.marked = at.last if mark == at.records else None
     macs = _Macs(key)
+    decode, encode, same = _v3_decoder.decode, _encoder.encode, hmac.compare_digest
+    call_mac, texts = macs.call, macs.unmatched_texts
     for path in month_files(directory):
-        if at.file and path.name < at.file:
+        name = path.name
+        if at.file and name < at.file:
             continue
-        offset, number = (at.offset, at.line) if path.name == at.file else (0, 1)
+        offset, number = (at.offset, at.line) if name == at.file else (0, 1)
         read_to = offset
         for raw, end in _lines(path, offset):
-            where = f"{path.name} line {number}"
             read_to = end
             found.records += 1
-            record, problem = _decode(raw)
-            if found.broken is None:
-                found.broken = _check(macs, raw, record, problem, where, found)
-            if found.broken is None and isinstance(record, AuditRecordV3):
-                found.broken = _check_texts(macs, record, (path.name, number), found)
+            try:
+                record: AuditRecord | None = decode(raw)
+                problem = None
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                record, problem = _decode(raw)
+            if found.broken is not None:
+                pass
+            elif (
+                type(record) is AuditRecordV3
+                and record.prev == found.last
+                and encode(record) == raw
+                and same(call_mac(record), record.mac)
+            ):
+                # The common case, checked inline; `_check` says what is wrong otherwise.
+                if unmatched := texts(record):
+                    found.redacted[name, number] = (_where(name, number), unmatched)
+                elif unmatched is None:
+                    found.broken = _check_texts(macs, record, (name, number), found)
+            else:
+                found.broken = _check(macs, raw, record, problem, (name, number), found)
+                if found.broken is None and type(record) is AuditRecordV3:
+                    found.broken = _check_texts(macs, record, (name, number), found)
             found.last = record.mac if record is not None else ""
-            found.last_where = where
+            found.last_at = (name, number)
             if found.records == mark:
                 found.marked = found.last
-            if record is not None:
-                found.note(record, where)
+            if type(record) is AuditRecordV3:
+                found.note_call(record, name, number)
+            elif record is not None:
+                found.note(record, (name, number))
             number += 1
             if progress is not None and not found.records % 65536:
                 progress(found.records)
@@ -316,7 +404,7 @@ def _check_texts(
             "(a field was added or removed)"
         )
     if unmatched:
-        found.redacted[at] = (f"{at[0]} line {at[1]}", unmatched)
+        found.redacted[at] = (_where(*at), unmatched)
     return None
 
 
@@ -325,10 +413,18 @@ def _check(
     raw: bytes,
     record: AuditRecord | None,
     problem: str | None,
-    where: str,
+    at: tuple[str, int],
     found: Walk,
 ) -> str | None:
-    """What is wrong with the line at `where`, the log before it being intact; or None."""
+    """What is wrong with the line at `at`, the log before it being intact; or None."""
+    if (
+        record is not None
+        and record.prev == found.last
+        and _encoder.encode(record) == raw
+        and hmac.compare_digest(macs.record(record), record.mac)
+    ):
+        return None
+    where = _where(*at)
     if record is None:
         return f"{where}: not an audit record ({problem})"
     if _encoder.encode(record) != raw or not hmac.compare_digest(macs.record(record), record.mac):
