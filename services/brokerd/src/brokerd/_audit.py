@@ -24,12 +24,16 @@ a task of the nursery given to `flush_in`), or by the next `append`, whichever c
 first. A crash in between can lose such a record, never one a call ran under: a
 `started` record without its outcome already counts as the worst label (below).
 
-At start (`open`) the whole log is walked and checked against the head. Records after
-the head that are brokerd's (their MACs hold) are a crash between a record and its head,
-and are taken in. What does not match is a warning (runbook audit-tampered) and is kept
-in the head, so that `verify` fails from then on, across restarts, until the owner
-starts a new log. The same walk gives each session's label as brokerd returned it: the
-labels of the results it sent.
+At start (`open`) the log is walked from its checkpoint (`_audit_checkpoint.py`: what a
+walk up to a point found, signed, with the size of every month file it covers), or from
+its first record when the checkpoint is missing or does not match; either way the walk
+reaches the end and is checked against the head. A record before the checkpoint changed
+in place is therefore found by `verify` (which always walks the whole log), not by a
+start. Records after the head that are brokerd's (their MACs hold) are a crash between
+a record and its head, and are taken in. What does not match is a warning (runbook
+audit-tampered) and is kept in the head, so that `verify` fails from then on, across
+restarts, until the owner starts a new log. The checkpoint and the walk give each
+session's label as brokerd returned it: the labels of the results it sent.
 
 `verify` walks the log again and checks it against the head on disk and against what
 this brokerd wrote last (its count and last MAC, in memory), which also catches a log
