@@ -24,12 +24,16 @@ a task of the nursery given to `flush_in`), or by the next `append`, whichever c
 first. A crash in between can lose such a record, never one a call ran under: a
 `started` record without its outcome already counts as the worst label (below).
 
-At start (`open`) the whole log is walked and checked against the head. Records after
-the head that are brokerd's (their MACs hold) are a crash between a record and its head,
-and are taken in. What does not match is a warning (runbook audit-tampered) and is kept
-in the head, so that `verify` fails from then on, across restarts, until the owner
-starts a new log. The same walk gives each session's label as brokerd returned it: the
-labels of the results it sent.
+At start (`open`) the log is walked from its checkpoint (`_audit_checkpoint.py`: what a
+walk up to a point found, signed, with the size of every month file it covers), or from
+its first record when the checkpoint is missing or does not match; either way the walk
+reaches the end and is checked against the head. A record before the checkpoint changed
+in place is therefore found by `verify` (which always walks the whole log), not by a
+start. Records after the head that are brokerd's (their MACs hold) are a crash between
+a record and its head, and are taken in. What does not match is a warning (runbook
+audit-tampered) and is kept in the head, so that `verify` fails from then on, across
+restarts, until the owner starts a new log. The checkpoint and the walk give each
+session's label as brokerd returned it: the labels of the results it sent.
 
 `verify` walks the log again and checks it against the head on disk and against what
 this brokerd wrote last (its count and last MAC, in memory), which also catches a log
@@ -40,14 +44,12 @@ on disk is not the one it wrote last: the next record's head must not cover a br
 
 from __future__ import annotations
 
-import dataclasses
 import hmac
 import logging
 import os
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import assert_never
 
 import msgspec
 import trio
@@ -56,11 +58,8 @@ import proto
 from proto import (
     AUDIT_GENESIS,
     AUDIT_HEAD,
-    AUDIT_LOG,
     AuditForget,
     AuditHead,
-    AuditMigration,
-    AuditRecord,
     AuditRecordV1,
     AuditRecordV2,
     AuditRecordV3,
@@ -69,13 +68,14 @@ from proto import (
     ForgetOnRecord,
     Label,
     Surface,
-    TextField,
 )
 
-from . import _audit_migration
+from . import _audit_checkpoint, _audit_migration
+from ._audit_checkpoint import CHECKPOINT_EVERY
 from ._audit_files import AuditFiles
 from ._audit_forget import FORGET_DIR, month_files, plan_edits, redaction_places
 from ._audit_migration import V3Line, seal
+from ._audit_walk import Listed, Walk, walk
 
 __all__ = ["AUDIT_TAMPERED", "AUDIT_UNWRITABLE", "UNKNOWN_RESULT", "Audit", "Verdict"]
 
@@ -108,159 +108,17 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
 
 _month_files = month_files
 
-Listed = tuple[str, int, TextField, str]
-"""A field a redaction record lists: month file, line, field, commitment to its text."""
-
 
 def _records(n: int) -> str:
     return f"{n:,} record" if n == 1 else f"{n:,} records"
 
 
-@dataclasses.dataclass
-class _Walk:
-    """What one pass over the log found."""
-
-    records: int = 0
-    last: str = AUDIT_GENESIS
-    """The last record's MAC: the `prev` the next record must carry."""
-    last_where: str = "the start of the log"
-    broken: str | None = None
-    """The first place where the chain does not hold."""
-    marked: str | None = None
-    """The MAC of record number `mark` (`walk`'s argument), if the log has that many."""
-    labels: dict[str, Label] = dataclasses.field(default_factory=dict)
-    """Per session, the labels of the outcomes brokerd recorded, joined."""
-    unfinished: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
-    """(session, call) of `started` records without an outcome, and where each is."""
-    old_versions: int = 0
-    """V1 and V2 records: a log to move to V3."""
-    redacted: dict[tuple[str, int], tuple[str, dict[TextField, str]]] = dataclasses.field(
-        default_factory=dict
-    )
-    """(month file, line) of V3 call records whose texts do not match their commitments,
-    where each is, and which fields (with the commitment to their text now), not yet
-    listed by a redaction record."""
-    listed: dict[str, set[Listed]] = dataclasses.field(default_factory=dict)
-    """Per forget plan, what its redaction records list."""
-    forgets: dict[str, ForgetOnRecord] = dataclasses.field(default_factory=dict)
-    """Per forget plan, what the log says of it."""
-
-    def note(self, record: AuditRecord, where: str) -> None:
-        match record:
-            case AuditRecordV1() | AuditRecordV2() | AuditRecordV3():
-                self._note_call(record, where)
-            case AuditRedaction():
-                self._note_redaction(record)
-            case AuditForget():
-                seen = self.forgets.get(record.plan)
-                records = 0 if seen is None else seen.records
-                self.forgets[record.plan] = ForgetOnRecord(
-                    plan=record.plan, time=record.time, surface=record.surface, records=records
-                )
-            case AuditMigration():
-                pass
-            case _:
-                assert_never(record)
-
-    def _note_redaction(self, record: AuditRedaction) -> None:
-        listed = self.listed.setdefault(record.plan, set())
-        for place in record.places:
-            at = (place.file, place.line)
-            listed.update((place.file, place.line, f, c) for f, c in place.fields.items())
-            if (found := self.redacted.get(at)) is not None:
-                left = {f: c for f, c in found[1].items() if place.fields.get(f) != c}
-                if left:
-                    self.redacted[at] = (found[0], left)
-                else:
-                    del self.redacted[at]
-        places = len({(file, line) for file, line, _, _ in listed})
-        seen = self.forgets.get(record.plan)
-        self.forgets[record.plan] = (
-            ForgetOnRecord(plan=record.plan, time=record.time, records=places)
-            if seen is None
-            else msgspec.structs.replace(seen, records=places)
-        )
-
-    def _note_call(self, record: AuditRecordV1 | AuditRecordV2 | AuditRecordV3, where: str) -> None:
-        if not isinstance(record, AuditRecordV3):
-            self.old_versions += 1
-        key = (record.session, record.call)
-        if record.status == "started":
-            self.unfinished[key] = where
-            return
-        self.unfinished.pop(key, None)
-        seen = self.labels.get(record.session)
-        self.labels[record.session] = record.label if seen is None else seen.join(record.label)
-
-
-def _walk(directory: Path, key: bytes, *, mark: int | None = None) -> _Walk:
-    """Read every record in order, following the chain; blocking."""
-    walk = _Walk(marked=AUDIT_GENESIS if mark == 0 else None)
-    commit_key = proto.audit_commit_key(key)
-    for path in _month_files(directory):
-        read_to = 0
-        for line in AUDIT_LOG.lines(path):
-            where = f"{path.name} line {line.number}"
-            read_to = line.end
-            walk.records += 1
-            record = line.record
-            if walk.broken is None:
-                walk.broken = _check(key, line, where, walk)
-            if walk.broken is None and isinstance(record, AuditRecordV3):
-                walk.broken = _check_texts(commit_key, record, (path.name, line.number), walk)
-            walk.last = record.mac if record is not None else ""
-            walk.last_where = where
-            if walk.records == mark:
-                walk.marked = walk.last
-            if record is not None:
-                walk.note(record, where)
-        if torn := path.stat().st_size - read_to:
-            log.warning("%s ends in a torn line of %d bytes; skipped it", path, torn)
-    if walk.broken is None and walk.redacted:
-        where, unmatched = next(iter(walk.redacted.values()))
-        fields = list(unmatched)
-        walk.broken = (
-            f"{where}: the text of its {' and '.join(fields)} does not match what the record "
-            "was signed with, and no forget lists it (the text was changed)"
-        )
-    return walk
-
-
-def _check_texts(
-    commit_key: bytes, record: AuditRecordV3, at: tuple[str, int], walk: _Walk
-) -> str | None:
-    """Note the texts of a signed V3 record that a forget may have redacted; or what is wrong."""
-    unmatched = proto.unmatched_texts(commit_key, record)
-    if unmatched is None:
-        return (
-            f"{at[0]} line {at[1]}: its text fields are not the ones it was signed with "
-            "(a field was added or removed)"
-        )
-    if unmatched:
-        walk.redacted[at] = (f"{at[0]} line {at[1]}", unmatched)
-    return None
-
-
-def _check(key: bytes, line: proto.Line[AuditRecord], where: str, walk: _Walk) -> str | None:
-    """What is wrong with the line at `where`, the log before it being intact; or None."""
-    record = line.record
-    if record is None:
-        return f"{where}: not an audit record ({line.problem})"
-    if _encoder.encode(record) != line.raw or not hmac.compare_digest(
-        proto.audit_mac(key, record), record.mac
-    ):
-        return (
-            f"{where}: its MAC does not match (the record was changed, or written without "
-            "brokerd's key)"
-        )
-    if record.prev == walk.last:
-        return None
-    if walk.records == 1:
-        return f"{where}: the first record's prev is not 64 zeros (records before it were removed)"
-    return (
-        f"{where}: its prev is not the MAC of {walk.last_where} (records were removed, "
-        "moved or copied between them)"
-    )
+def _walk_logged(directory: Path, key: bytes) -> Walk:
+    found = walk(directory, key)
+    for path, whole in found.torn.items():
+        torn = path.stat().st_size - whole
+        log.warning("%s ends in a torn line of %d bytes; skipped it", path, torn)
+    return found
 
 
 def _head_line(head: AuditHead) -> bytes:
@@ -302,6 +160,12 @@ class Audit:
         self._head_unsure = False
         """A failed append could not put the old head back: what is on disk is not known."""
         self._nursery: trio.Nursery | None = None
+        self._state = Walk()
+        """What the durable records say (labels, unfinished calls, listings): a checkpoint."""
+        self._pending: list[tuple[V3Line, str]] = []
+        """The records written since the last durable head, and where each is."""
+        self._checkpointed = 0
+        """The record count of the last checkpoint."""
 
     def open(self) -> None:
         """Create the directory (0700) and the key, drop torn tails, check the log.
@@ -322,26 +186,27 @@ class Audit:
         self._commit_key = proto.audit_commit_key(self._key)
         if _audit_migration.finish(self.directory, self.head_path):
             log.warning("finished moving the audit log to V3 (brokerd stopped during it)")
-        for path in _month_files(self.directory):
-            whole = 0
-            for line in AUDIT_LOG.lines(path):
-                whole = line.end
-            if torn := path.stat().st_size - whole:
-                # A crash in the middle of a write: that line never was a record.
-                log.warning("%s ends in a torn line of %d bytes; removed it", path, torn)
-                os.truncate(path, whole)
         head, head_problem = self._read_head(at_start=True)
-        walk = _walk(self.directory, self._key, mark=head.records if head else None)
-        findings = [walk.broken] if walk.broken else []
+        since = None
+        if head is not None and head.broken is None:
+            since = _audit_checkpoint.position(self.directory, self._key, head.records)
+        walked_from = since[0].records if since is not None else 0
+        found = walk(self.directory, self._key, mark=head.records if head else None, since=since)
+        for path, whole in found.torn.items():
+            # A crash in the middle of a write: that line never was a record.
+            torn = path.stat().st_size - whole
+            log.warning("%s ends in a torn line of %d bytes; removed it", path, torn)
+            os.truncate(path, whole)
+        findings = [found.broken] if found.broken else []
         if head_problem is not None:
             findings.append(head_problem)
-        elif head is None and walk.records:
+        elif head is None and found.records:
             findings.append(
                 f"the head file {self.head_path} is missing, and the log holds "
-                f"{_records(walk.records)}"
+                f"{_records(found.records)}"
             )
         elif head is not None:
-            findings += self._against(head, walk)
+            findings += self._against(head, found)
         for finding in findings:
             log.warning(
                 "the audit log is not as brokerd wrote it: %s (runbook: %s)",
@@ -353,7 +218,7 @@ class Audit:
             log.warning("the audit log was found broken: %s (runbook: %s)", broken, AUDIT_TAMPERED)
         elif findings:
             broken = f"found at start-up on {proto.utc_stamp()}: {'; '.join(findings)}"
-        for (session, call), where in walk.unfinished.items():
+        for (session, call), where in found.unfinished.items():
             log.warning(
                 "call %s of session %s (%s) has no outcome in the audit log (brokerd stopped "
                 "while it ran, or its outcome could not be written); its session counts as %s",
@@ -362,17 +227,22 @@ class Audit:
                 where,
                 UNKNOWN_RESULT.describe(),
             )
-            seen = walk.labels.get(session)
-            walk.labels[session] = UNKNOWN_RESULT if seen is None else seen.join(UNKNOWN_RESULT)
-        self.returned = walk.labels
-        self._count, self._last, self._broken = walk.records, walk.last, broken
-        self._listed = walk.listed
-        if broken is None and walk.old_versions:
+            seen = found.labels.get(session)
+            found.labels[session] = UNKNOWN_RESULT if seen is None else seen.join(UNKNOWN_RESULT)
+        self.returned = dict(found.labels)
+        self._state = found
+        self._count, self._last, self._broken = found.records, found.last, broken
+        self._listed = found.listed
+        if broken is None and found.old_versions:
             self._migrate()
         self._synced = (self._count, self._last)
         # One line again, whatever it held: the heads before it say nothing more.
         self._files.replace_head(_head_line(self._head()))
-        self._finish_plans()
+        finished = self._finish_plans()
+        if since is None or finished or self._count - walked_from >= CHECKPOINT_EVERY:
+            self._write_checkpoint()
+        else:
+            self._checkpointed = walked_from
 
     def _migrate(self) -> None:
         """Move the log, verified, to V3 (`_audit_migration.py`); a failure leaves it as it was."""
@@ -400,14 +270,19 @@ class Audit:
             old[1],
         )
 
-    def _finish_plans(self) -> None:
-        """Finish the forgets decided before a stop; delete the ones never decided."""
+    def _finish_plans(self) -> bool:
+        """Finish the forgets decided before a stop; delete the ones never decided.
+
+        True when one was finished (month files were rewritten).
+        """
+        finished = False
         for path in proto.plan_paths(self.plans):
             plan = proto.read_plan(self.plans, path.stem)
             if plan is None:
                 continue
             if plan.committed:
                 applied = self._apply_now(plan, None)
+                finished = True
                 log.warning(
                     "finished forget %s in the audit log (brokerd stopped during it)%s",
                     plan.plan,
@@ -415,13 +290,14 @@ class Audit:
                 )
             elif time.time() - path.stat().st_mtime > STALE_PLAN_S:
                 proto.remove_plan(self.plans, plan.plan)
+        return finished
 
     @property
     def broken(self) -> str | None:
         """What was found wrong with the log at start (kept across restarts), if anything."""
         return self._broken
 
-    def _against(self, head: AuditHead, walk: _Walk) -> list[str]:
+    def _against(self, head: AuditHead, walk: Walk) -> list[str]:
         """What does not match between a genuine head and the log; [] when it all does."""
         if head.records > walk.records:
             return [
@@ -542,6 +418,7 @@ class Audit:
         signed = seal(self._key, self._commit_key, record, self._last)
         self._files.write(path, _encoder.encode(signed))
         self._count, self._last = self._count + 1, signed.mac
+        self._pending.append((signed, f"{path.name}, the record of {signed.time}"))
         if durable:
             self._sync()
 
@@ -558,6 +435,7 @@ class Audit:
         except OSError:
             lost = self._count - self._synced[0]
             self._count, self._last = self._synced
+            self._pending.clear()
             if not self._files.cut_back():
                 self._head_unsure = True  # brokerd's own head, whichever: not a finding
             if lost > 1:
@@ -568,6 +446,32 @@ class Audit:
             raise
         self._synced = (self._count, self._last)
         self._head_unsure = False
+        for record, where in self._pending:
+            self._state.note(record, where)
+        self._pending.clear()
+        if self._count - self._checkpointed >= CHECKPOINT_EVERY:
+            self._write_checkpoint()
+
+    def _write_checkpoint(self) -> None:
+        """Write the checkpoint of the durable log (`_audit_checkpoint`), if it is sound."""
+        if self._broken is not None or self._head_unsure or self._count != self._synced[0]:
+            return
+        files = [p for p in _month_files(self.directory) if p.stat().st_size]
+        if not files or (self._files.log_path not in (None, files[-1])):
+            return  # a month file after the one brokerd writes: not brokerd's to vouch for
+        self._state.records, self._state.last = self._synced
+        try:
+            _audit_checkpoint.write(
+                self.directory,
+                self._key,
+                self._state,
+                file=files[-1],
+                size=files[-1].stat().st_size,
+            )
+        except OSError as exc:
+            log.warning("the audit checkpoint could not be written (%s); a start walks more", exc)
+            return
+        self._checkpointed = self._count
 
     async def call_state(self, session: str, call: str) -> proto.CallStateReply:
         """What the log says of one call: its last record, newest month first."""
@@ -606,7 +510,7 @@ class Audit:
         which rewrites the head, cannot make the log verify again.
         """
         self._flush_now()  # records written, not yet durable: a head must not precede them
-        walk = _walk(self.directory, self._key)
+        walk = _walk_logged(self.directory, self._key)
         found = walk.broken
         if found is None and self._broken is not None:
             forgets = list(walk.forgets.values())
@@ -753,6 +657,7 @@ class Audit:
         if text is not None and (left := self.forget_look(text)):
             conflicts.append(f"the audit log still holds it in {_records(left)}")
         proto.remove_plan(self.plans, plan.plan)
+        self._write_checkpoint()  # the edits changed the month files' sizes
         count = plan.counts.get("audit", 0)
         holdings = [proto.Holding(store="audit", count=count, unit="records")]
         return proto.ForgetApplied(plan=plan.plan, holdings=holdings, conflicts=conflicts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -288,10 +289,45 @@ def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) 
     return 0
 
 
+VERIFY_DEADLINE_S = 600.0
+"""How long `audit verify` waits for brokerd's walk: at the walk's rate, a log of
+decades (the everyday deadline, 30 s, would cut a long-lived home's verify short)."""
+
+
+@contextlib.contextmanager
+def _walking() -> Iterator[None]:
+    """A spinner with the elapsed seconds on a terminal's stderr while brokerd walks.
+
+    brokerd answers once, at the end, so the seconds are what there is to show; nothing
+    is drawn on a pipe, and rich's own thread draws it, so the blocking call is not held.
+    """
+    if not sys.stderr.isatty() or os.environ.get("TERM") == "dumb":
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}… {task.elapsed:.1f} s", markup=False),
+        console=Console(stderr=True, force_terminal=True),
+        transient=True,
+    ) as progress:
+        progress.add_task("brokerd is checking every audit record", total=None)
+        yield
+
+
 def audit_verify(home: Path) -> int:
     """Walk the audit log's hash chain."""
     path = Sockets(home).path(proto.OWNER_BROKER)
-    reply = ask(path, proto.OWNER_BROKER, AuditVerify(), AuditVerified)
+    began = time.monotonic()
+    with _walking():
+        reply = ask(
+            path, proto.OWNER_BROKER, AuditVerify(), AuditVerified, deadline_s=VERIFY_DEADLINE_S
+        )
+    seconds = time.monotonic() - began
+    rate = f"{reply.records / seconds:,.0f} records/s" if seconds > 0 else "-"
+    print(f"checked in {seconds:.2f} s ({rate})", file=sys.stderr)
     if reply.ok:
         print(f"audit log intact: {plural(reply.records, 'record')}")
     else:
