@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
+from bxctl_run import write_session
 
 import proto
 from bxctl._app import app
 from bxctl._common import CommandError
 from bxctl._sessions import catalogued, resolve_session
-from tests.bxctl_run import write_session
 
 LOG = b'{"type":"user","time":"2026-11-30T08:00:01Z","content":"hello"}\n'
 
