@@ -88,16 +88,20 @@ def complete_catalog(root: Path, missing: Iterable[CatalogEntry]) -> None:
     """Write `missing` into the catalog (made when there is none), atomically (blocking).
 
     The catalog is read again under the lock, so a session loopd appended meanwhile
-    stays; an entry already there is not written twice.
+    stays; an entry already there is not written twice. The catalog's modification time
+    is then now: a reader takes a sessions/ changed after it as a sign it may be behind.
     """
     with _locked(root):
         kept = read_catalog(root) or []
         known = {entry.session for entry in kept}
         added = [entry for entry in missing if entry.session not in known]
-        if not added and (root / CATALOG_FILE).exists():
-            return
-        data = b"".join(_encoder.encode(entry) + b"\n" for entry in [*kept, *added])
-        write_atomically(root / CATALOG_FILE, data)
+        path = root / CATALOG_FILE
+        if added or not path.exists():
+            data = b"".join(_encoder.encode(entry) + b"\n" for entry in [*kept, *added])
+            write_atomically(path, data)
+        # Newer than sessions/ (which its own rename just changed): complete until a
+        # session's folder is made after it.
+        os.utime(path)
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import re
 import sys
@@ -98,30 +99,46 @@ def _session_names(root: Path) -> list[str]:
 def catalogued(root: Path) -> list[proto.CatalogEntry]:
     """Every session, newest first, from the catalog; what it lacks written in once.
 
-    A session it lacks is one made before it existed (or one whose line a crash tore):
-    its baseline gives its `created`, and the catalog is completed so that the next
-    listing reads only the catalog. A completion that cannot be written (a home shared
-    with a group, read by another user) is only a slower next listing.
+    sessions/ is read (names only) when it changed after the catalog did: loopd appends
+    to the catalog after it makes a session's folder, so a catalog older than its
+    directory may lack a session (one made before the catalog existed, or by a copy).
+    A session it lacks has its baseline read for its `created`, and the catalog is
+    completed so that the next listing reads only the catalog. A completion that cannot
+    be written (a home shared with a group, read by another user) is a slower next
+    listing, nothing worse.
     """
     catalog = proto.read_catalog(root) or []
-    known = {entry.session for entry in catalog}
     missing = []
-    for name in _session_names(root):
-        if name in known:
-            continue
-        try:
-            baseline = proto.read_baseline(root / name)
-        except FileNotFoundError:
-            continue  # being created (loopd catalogues it next), or not a session
-        except (OSError, ValueError) as exc:
-            print(f"note: skipped {inline(name)}: {inline(str(exc))}", file=sys.stderr)
-            continue
-        missing.append(proto.CatalogEntry(session=name, created=baseline.created))
-    if missing:
+    if _maybe_behind(root):
+        known = {entry.session for entry in catalog}
+        for name in sorted(set(_session_names(root)) - known):
+            try:
+                baseline = proto.read_baseline(root / name)
+            except FileNotFoundError:
+                continue  # being created (loopd catalogues it next), or not a session
+            except (OSError, ValueError) as exc:
+                print(f"note: skipped {inline(name)}: {inline(str(exc))}", file=sys.stderr)
+                continue
+            missing.append(proto.CatalogEntry(session=name, created=baseline.created))
         with contextlib.suppress(OSError):
             proto.complete_catalog(root, missing)
-    entries = {entry.session: entry for entry in [*catalog, *missing]}
-    return sorted(entries.values(), key=lambda e: (e.created, e.session), reverse=True)
+    # Ordered by the catalog's own order where `created` ties (stable sort).
+    return sorted([*catalog, *missing], key=_created, reverse=True)
+
+
+_created = operator.attrgetter("created")
+
+
+def _maybe_behind(root: Path) -> bool:
+    """Whether sessions/ changed since its catalog did (or either is missing)."""
+    try:
+        catalog = os.stat(root / proto.CATALOG_FILE).st_mtime_ns
+        directory = os.stat(root).st_mtime_ns
+    except FileNotFoundError:
+        return root.is_dir()
+    # Not `>`: a clock tick holds many writes, and a folder made in the catalog's own
+    # tick may be one it lacks. A catalog that ties is completed, and so made newer.
+    return directory >= catalog
 
 
 def _summary(root: Path, entry: proto.CatalogEntry) -> SessionSummary | None:
