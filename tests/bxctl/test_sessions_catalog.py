@@ -81,11 +81,11 @@ def test_a_home_without_a_catalog_is_listed_and_its_catalog_written_once(
     root = short_dir / "sessions"
     assert proto.read_catalog(root) is None
     assert _listed(short_dir, capsys) == names[::-1]
-    assert {e.session for e in proto.read_catalog(root) or []} == set(names)
+    assert {e.session for e in _entries(root)} == set(names)
     # Behind: a session made while the catalog was missing a line; it is found and added.
     write_session(short_dir, "chat-zzzzzzzz", created="2027-01-01T00:00:00Z")
     assert _listed(short_dir, capsys)[0] == "chat-zzzzzzzz"
-    assert [e.session for e in proto.read_catalog(root) or []][-1] == "chat-zzzzzzzz"
+    assert [e.session for e in _entries(root)][-1] == "chat-zzzzzzzz"
     # Complete now: a listing reads no baseline.
     os.chmod(root / names[0] / proto.BASELINE_FILE, 0)
     assert [e.session for e in catalogued(root)] == ["chat-zzzzzzzz", *names[::-1]]
@@ -116,3 +116,35 @@ def test_a_start_is_resolved_from_the_catalog_then_by_name(short_dir: Path) -> N
     assert resolve_session(short_dir, "chat-abc") == "chat-abcdefgh"
     with pytest.raises(CommandError, match=r"no session chat-x in"):
         resolve_session(short_dir, "chat-x")
+
+
+def test_a_completion_keeps_what_was_appended_and_writes_nothing_twice(short_dir: Path) -> None:
+    root = short_dir / "sessions"
+    root.mkdir()
+    first, second = (
+        proto.CatalogEntry(session=f"chat-{n:08d}", created=f"2026-01-0{n}T00:00:00Z")
+        for n in (1, 2)
+    )
+    proto.append_to_catalog(root, first)
+    proto.complete_catalog(root, [first, second])
+    proto.complete_catalog(root, [second])
+    assert _entries(root) == [first, second]
+
+
+def test_a_torn_or_damaged_catalog_line_is_a_session_found_again(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = _made(short_dir, 3, catalogue=True)
+    root = short_dir / "sessions"
+    lines = (root / proto.CATALOG_FILE).read_bytes().splitlines(keepends=True)
+    (root / proto.CATALOG_FILE).write_bytes(lines[0] + b"{not json\n" + lines[2][:-9])
+    os.utime(root, ns=(0, 0))  # the folder unchanged since: only the catalog is damaged
+    assert [e.session for e in _entries(root)] == [names[0]]
+    assert _listed(short_dir, capsys) == names[::-1]
+    assert [e.session for e in _entries(root)] == [names[0], *sorted(names[1:])]
+    assert proto.read_catalog(root) == proto.CatalogRead(entries=_entries(root), damaged=False)
+
+
+def _entries(root: Path) -> list[proto.CatalogEntry]:
+    read = proto.read_catalog(root)
+    return [] if read is None else read.entries

@@ -116,8 +116,13 @@ def test_each_session_created_is_a_line_of_the_catalog(short_dir: Path) -> None:
     store.create(later.session, later)
     with pytest.raises(FileExistsError):
         store.create(BASELINE.session, BASELINE, "mattermost")  # refused: no second line
-    assert proto.read_catalog(store.root) == [
+    assert _entries(store.root) == [
         proto.CatalogEntry(session=BASELINE.session, created=BASELINE.created, origin="bxctl"),
         proto.CatalogEntry(session=later.session, created=later.created),
     ]
     assert store.list() == [BASELINE.session, later.session]  # the catalog is no session
+
+
+def _entries(root: Path) -> list[proto.CatalogEntry]:
+    read = proto.read_catalog(root)
+    return [] if read is None else read.entries

@@ -20,6 +20,7 @@ from ._calls import RequestTooLarge as RequestTooLarge
 from ._calls import Unreachable as Unreachable
 from ._catalog import CATALOG_FILE as CATALOG_FILE
 from ._catalog import CatalogEntry as CatalogEntry
+from ._catalog import CatalogRead as CatalogRead
 from ._catalog import append_to_catalog as append_to_catalog
 from ._catalog import complete_catalog as complete_catalog
 from ._catalog import read_catalog as read_catalog

@@ -24,19 +24,18 @@ from pathlib import Path
 
 import msgspec
 
-from ._durable import append_line, file_mode, write_atomically
+from ._durable import append_line, write_atomically
 
 __all__ = [
     "CATALOG_FILE",
     "CatalogEntry",
+    "CatalogRead",
     "append_to_catalog",
     "complete_catalog",
     "read_catalog",
 ]
 
 CATALOG_FILE = ".catalog.jsonl"
-CATALOG_LOCK = ".catalog.lock"
-"""Held (flock) by each append and by a completion: a completion replaces the file."""
 
 
 class CatalogEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -53,23 +52,33 @@ _entry = msgspec.json.Decoder(CatalogEntry)
 _entries = msgspec.json.Decoder(list[CatalogEntry])
 
 
-def read_catalog(root: Path) -> list[CatalogEntry] | None:
+class CatalogRead(msgspec.Struct, frozen=True, kw_only=True):
+    """The catalog's whole, readable lines in file order, and whether any was not one."""
+
+    entries: list[CatalogEntry]
+    damaged: bool
+    """A torn or unreadable line was left out: the catalog may lack its session."""
+
+
+def read_catalog(root: Path) -> CatalogRead | None:
     """Every whole, readable line of `root`'s catalog in file order; None when there is none.
 
-    A torn last line (a crash mid-append) and a damaged line are left out: the session
-    they name is then one the catalog lacks, found again as any other.
+    A torn last line (a crash mid-append) and a damaged line are left out, and said: the
+    session they name is then one the catalog lacks, found again as any other.
     """
     try:
         data = (root / CATALOG_FILE).read_bytes()
     except FileNotFoundError:
         return None
     whole = data[: data.rfind(b"\n") + 1]
+    torn = len(whole) < len(data)
     if not whole:
-        return []
+        return CatalogRead(entries=[], damaged=torn)
     try:  # one decode for the whole file: 65,000 lines in a few tens of milliseconds
-        return _entries.decode(b"[" + whole.rstrip(b"\n").replace(b"\n", b",") + b"]")
+        entries = _entries.decode(b"[" + whole.rstrip(b"\n").replace(b"\n", b",") + b"]")
+        return CatalogRead(entries=entries, damaged=torn)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return list(_each(whole.splitlines()))
+        return CatalogRead(entries=list(_each(whole.splitlines())), damaged=True)
 
 
 def _each(lines: Iterable[bytes]) -> Iterator[CatalogEntry]:
@@ -92,11 +101,12 @@ def complete_catalog(root: Path, missing: Iterable[CatalogEntry]) -> None:
     is then now: a reader takes a sessions/ changed after it as a sign it may be behind.
     """
     with _locked(root):
-        kept = read_catalog(root) or []
+        read = read_catalog(root)
+        kept = [] if read is None else read.entries
         known = {entry.session for entry in kept}
         added = [entry for entry in missing if entry.session not in known]
         path = root / CATALOG_FILE
-        if added or not path.exists():
+        if added or read is None or read.damaged:  # a damaged line is dropped
             data = b"".join(_encoder.encode(entry) + b"\n" for entry in [*kept, *added])
             write_atomically(path, data)
         # Newer than sessions/ (which its own rename just changed): complete until a
@@ -106,7 +116,11 @@ def complete_catalog(root: Path, missing: Iterable[CatalogEntry]) -> None:
 
 @contextlib.contextmanager
 def _locked(root: Path) -> Iterator[None]:
-    fd = os.open(root / CATALOG_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, file_mode(root))
+    """sessions/ itself locked (flock) by each append and by a completion.
+
+    Not the catalog: a completion replaces it, and an append to the old file would be lost.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

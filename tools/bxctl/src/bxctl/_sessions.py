@@ -66,7 +66,8 @@ def resolve_session(home: Path, given: str) -> str:
     root = home / "sessions"
     if _SESSION_ID.fullmatch(text) and (root / text).is_dir():
         return text
-    catalog = proto.read_catalog(root) or []
+    read = proto.read_catalog(root)
+    catalog = [] if read is None else read.entries
     matches = sorted({e.session for e in catalog if text and e.session.startswith(text)})
     if not matches:  # a session the catalog lacks (a home older than it): by name only
         matches = sorted(name for name in _session_names(root) if text and name.startswith(text))
@@ -99,7 +100,8 @@ def _session_names(root: Path) -> list[str]:
 def catalogued(root: Path) -> list[proto.CatalogEntry]:
     """Every session, newest first, from the catalog; what it lacks written in once.
 
-    sessions/ is read (names only) when it changed after the catalog did: loopd appends
+    sessions/ is read (names only) when the catalog has a damaged line (a crash tore
+    loopd's append), or when sessions/ changed after the catalog did: loopd appends
     to the catalog after it makes a session's folder, so a catalog older than its
     directory may lack a session (one made before the catalog existed, or by a copy).
     A session it lacks has its baseline read for its `created`, and the catalog is
@@ -107,9 +109,10 @@ def catalogued(root: Path) -> list[proto.CatalogEntry]:
     be written (a home shared with a group, read by another user) is a slower next
     listing, nothing worse.
     """
-    catalog = proto.read_catalog(root) or []
+    read = proto.read_catalog(root)
+    catalog = [] if read is None else read.entries
     missing = []
-    if _maybe_behind(root):
+    if read is None or read.damaged or _maybe_behind(root):
         known = {entry.session for entry in catalog}
         for name in sorted(set(_session_names(root)) - known):
             try:
