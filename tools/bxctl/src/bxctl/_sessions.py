@@ -1,4 +1,10 @@
-"""`bxctl sessions`: the sessions under a home, read from loopd's files."""
+"""`bxctl sessions`: the sessions under a home, read from loopd's files.
+
+Which sessions there are comes from loopd's catalog (`proto.CATALOG_FILE`), newest first
+and a page at a time; only the page's logs are read. Nothing here opens every session's
+folder, so an old home (65,000 sessions at three years) lists and resolves as fast as a
+new one, bar reading the catalog itself.
+"""
 
 from __future__ import annotations
 
