@@ -91,16 +91,21 @@ def resolve_session(home: Path, given: str) -> str:
 _SESSION_ID = re.compile(proto.SESSION_ID_PATTERN)
 
 
-def _session_names(root: Path) -> list[str]:
-    """Every name under sessions/ that is a session id: one directory read, no `stat` each.
+def _folder_names(root: Path) -> list[str]:
+    """Every name under sessions/ but loopd's own: one directory read, no `stat` each.
 
-    loopd's own entries (`.forget`, its forget plans, the catalog) are left out by the
-    pattern: no id starts with a dot.
+    loopd's own entries (`.forget`, its forget plans, the catalog) start with a dot, which
+    no session id does.
     """
     try:
-        return [name for name in os.listdir(root) if _SESSION_ID.fullmatch(name)]
+        return [name for name in os.listdir(root) if not name.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def _session_names(root: Path) -> list[str]:
+    """Every name under sessions/ that is a session id."""
+    return [name for name in _folder_names(root) if _SESSION_ID.fullmatch(name)]
 
 
 def catalogued(root: Path) -> list[proto.CatalogEntry]:
@@ -120,7 +125,11 @@ def catalogued(root: Path) -> list[proto.CatalogEntry]:
     missing = []
     if read is None or read.damaged or _maybe_behind(root):
         known = {entry.session for entry in catalog}
-        for name in sorted(set(_session_names(root)) - known):
+        for name in sorted(set(_folder_names(root)) - known):
+            if not _SESSION_ID.fullmatch(name):
+                if (root / name).is_dir():  # someone's folder, never loopd's: say so
+                    print(f"note: skipped {inline(name)}: not a session id", file=sys.stderr)
+                continue
             try:
                 baseline = proto.read_baseline(root / name)
             except FileNotFoundError:
