@@ -124,6 +124,26 @@ def _never_signals() -> AsyncIterator[int]:
 # -- on the MockClock ------------------------------------------------------------------------
 
 
+async def test_the_roles_are_started_side_by_side_and_known_in_their_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(HOUR_S):
+        async with trio.open_nursery() as nursery:
+            memoryd, loopd = (fake(nursery, runs_s=HOUR_S, role=r) for r in ("memoryd", "loopd"))
+            starters = [
+                Starter(lambda n: memoryd, takes_s=3),
+                Starter(lambda n: died_starting(role="brokerd"), takes_s=1),
+                Starter(lambda n: loopd, takes_s=2),
+            ]
+            began = trio.current_time()
+            outcomes = await _up._start_side_by_side(list(starters))
+            # all began at once, and all were waited for: the slowest start is the time taken
+            assert [s.at for s in starters] == [[began]] * 3
+            assert trio.current_time() - began == 3
+            assert outcomes == [memoryd, died_starting(role="brokerd"), loopd]
+            nursery.cancel_scope.cancel()
+
+
 async def test_the_pause_before_each_start_doubles_exactly_and_is_the_pause_waited(
     autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
 ) -> None:

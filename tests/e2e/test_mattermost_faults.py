@@ -306,7 +306,7 @@ async def test_a_stranger_is_ignored_and_a_strangers_reaction_decides_nothing(
         replies = [p for p in mms.mm.live_posts(channel) if p.user_id == mms.bot.id]
         assert {str(p.props.get("boxmaker_reply_to", "")) for p in replies} == {asked, ""}
         assert mms.log().count(f"user {mms.stranger.id}") == 1  # logged once per author
-        sessions = {p.name for p in (mms.home / "sessions").iterdir()}
+        sessions = {p.name for p in (mms.home / "sessions").iterdir() if p.is_dir()}
         assert sessions == {f"mm-{asked}"}  # nothing of the stranger's reached loopd
 
 
@@ -336,7 +336,7 @@ async def test_a_post_in_the_owners_name_by_a_webhook_is_not_the_owner(
         mms.mm.post(mms.owner, mms.dm, f"yes {code}", root_id=asked)
         await mms.until(lambda: asked in mms.state().handled, "the owner's approval")
         assert (mms.home / "memory" / "memory.md").read_text() == "Owner drinks green tea."
-        sessions = {p.name for p in (mms.home / "sessions").iterdir()}
+        sessions = {p.name for p in (mms.home / "sessions").iterdir() if p.is_dir()}
         assert sessions == {f"mm-{asked}"}
         assert mms.log().count("made by an integration") == 1  # logged once
 

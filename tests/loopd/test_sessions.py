@@ -105,3 +105,24 @@ def test_load_never_crashes_on_damaged_logs(
         f.write(garbage)
     loaded = store.load(BASELINE.session)
     assert loaded.records[0] == UserRecord(time="t1", content="whole")
+
+
+def test_each_session_created_is_a_line_of_the_catalog(short_dir: Path) -> None:
+    store = SessionStore(short_dir / "sessions")
+    later = msgspec.structs.replace(
+        BASELINE, session="chat-qrstuvwxyz234567", created="2026-12-01T00:00:00Z"
+    )
+    store.create(BASELINE.session, BASELINE, "bxctl")
+    store.create(later.session, later)
+    with pytest.raises(FileExistsError):
+        store.create(BASELINE.session, BASELINE, "mattermost")  # refused: no second line
+    assert _entries(store.root) == [
+        proto.CatalogEntry(session=BASELINE.session, created=BASELINE.created, origin="bxctl"),
+        proto.CatalogEntry(session=later.session, created=later.created),
+    ]
+    assert store.list() == [BASELINE.session, later.session]  # the catalog is no session
+
+
+def _entries(root: Path) -> list[proto.CatalogEntry]:
+    read = proto.read_catalog(root)
+    return [] if read is None else read.entries

@@ -18,6 +18,12 @@ from ._calls import NoReply as NoReply
 from ._calls import RemoteError as RemoteError
 from ._calls import RequestTooLarge as RequestTooLarge
 from ._calls import Unreachable as Unreachable
+from ._catalog import CATALOG_FILE as CATALOG_FILE
+from ._catalog import CatalogEntry as CatalogEntry
+from ._catalog import CatalogRead as CatalogRead
+from ._catalog import append_to_catalog as append_to_catalog
+from ._catalog import complete_catalog as complete_catalog
+from ._catalog import read_catalog as read_catalog
 from ._codec import HEADER_BYTES as HEADER_BYTES
 from ._codec import MAX_FRAME as MAX_FRAME
 from ._codec import FrameReader as FrameReader

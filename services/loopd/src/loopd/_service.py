@@ -114,7 +114,7 @@ class Loopd:
         """Finish committed forget plans; memoryd is told about each session meanwhile."""
         changed = await trio.to_thread.run_sync(recover, self.settings.sessions_dir)
         for session in changed:
-            work.start_soon(notify_memoryd, self.settings.memory_socket, session)
+            work.start_soon(_notify_memoryd_once_up, self.settings.memory_socket, session)
 
     async def _serve_forget(
         self, shutdown: trio.Event, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED
@@ -231,7 +231,7 @@ class Loopd:
             tools=tool_schemas(),
         )
         try:
-            await trio.to_thread.run_sync(self.store.create, session, baseline)
+            await trio.to_thread.run_sync(self.store.create, session, baseline, request.origin)
         except FileExistsError:
             return SessionOpened(session=session, created=False)  # opened meanwhile
         log.info("created session %s for %s", session, request.origin)
@@ -410,3 +410,30 @@ class Loopd:
                 "start a new session",
                 runbook="session-damaged",
             ) from None
+
+
+RECOVERED_NOTIFY_DEADLINE_S = 60.0
+"""How long a session a recovered forget rewrote waits for memoryd to be up (`bxctl up`'s
+readiness deadline): roles start side by side, so memoryd may not answer yet."""
+
+
+async def _notify_memoryd_once_up(memory_socket: Path, session: str) -> None:
+    """`session_updated` for a rewritten session, once memoryd answers on its socket.
+
+    memoryd's own catch-up at its start counts a log's lines, and a forget keeps them, so
+    without this message memoryd's index would keep the forgotten text.
+    """
+    pause_s = 0.05
+    with trio.move_on_after(RECOVERED_NOTIFY_DEADLINE_S):
+        while not await _answers(memory_socket):
+            await trio.sleep(pause_s)
+            pause_s = min(pause_s * 2, 1.0)
+    await notify_memoryd(memory_socket, session)
+
+
+async def _answers(socket: Path) -> bool:
+    """Whether memoryd accepts connections (any other error: `notify_memoryd` says it)."""
+    try:
+        return await trio.to_thread.run_sync(proto.socket_answers, socket)
+    except OSError:
+        return True

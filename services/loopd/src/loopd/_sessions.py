@@ -17,6 +17,9 @@ either file is not so when the session is next used (a crash left a torn line, s
 wrote to the log, the session was made again), it is read again from disk. A kept session
 is always what a fresh `load` of its files gives.
 
+Each session created is also a line of `sessions/.catalog.jsonl` (`proto._catalog`), which
+bxctl lists and resolves sessions from.
+
 The files' formats and the session's label rule are proto's (`proto._session`), shared
 with memoryd and bxctl.
 """
@@ -215,8 +218,14 @@ class SessionStore:
         """Whether the session has a baseline."""
         return (self.directory(session) / proto.BASELINE_FILE).is_file()
 
-    def create(self, session: str, baseline: Baseline) -> Session:
-        """Write a new session's directory, baseline and empty log; refuse an existing one."""
+    def create(
+        self, session: str, baseline: Baseline, origin: str | msgspec.UnsetType = msgspec.UNSET
+    ) -> Session:
+        """Write a new session's directory, baseline and empty log; refuse an existing one.
+
+        The session is then added to the catalog (`proto.CATALOG_FILE`), with `origin`
+        (who asked for it), once its files are durable: a catalogued session has them.
+        """
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory = self.directory(session)
         mode = proto.dir_mode(self.root)  # group-readable where memoryd reads as a group
@@ -233,6 +242,9 @@ class SessionStore:
         os.close(fd)
         proto.fsync_dir(directory)
         proto.fsync_dir(self.root)
+        proto.append_to_catalog(
+            self.root, proto.CatalogEntry(session=session, created=baseline.created, origin=origin)
+        )
         created = Session(
             session,
             directory,

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from cyclopts import App, Parameter
 
-from ._quick import RECALL_K
+from ._quick import RECALL_K, SESSIONS_LIMIT
 
 __all__ = ["app"]
 
@@ -498,14 +498,25 @@ app.command(sessions)
 
 
 @sessions.command(name="list")
-def sessions_list(*, home: Home = None, json: Json = False) -> int:
-    """Every session: id, when it was created, how many records, last activity.
+def sessions_list(
+    *, home: Home = None, json: Json = False, limit: int = SESSIONS_LIMIT, before: str | None = None
+) -> int:
+    """The sessions, newest first: id, when it was created, how many records, last activity.
 
     Example: bxctl sessions list
+
+    Example: bxctl sessions list --before chat-k6m5 --limit 20
+
+    Args:
+        home: the boxmaker home.
+        json: print JSON for scripts.
+        limit: how many sessions to show at once.
+        before: show the sessions older than this one (its id, or the start of it), as
+            the line after a full page says.
     """
     from . import _quick
 
-    return _quick.sessions_list(home=home, json=json)
+    return _quick.sessions_list(home=home, json=json, limit=limit, before=before)
 
 
 @sessions.command(name="show")

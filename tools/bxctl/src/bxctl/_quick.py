@@ -22,6 +22,7 @@ from typing import NamedTuple
 __all__ = [
     "QUICK",
     "RECALL_K",
+    "SESSIONS_LIMIT",
     "Quick",
     "Route",
     "approvals_list",
@@ -59,12 +60,16 @@ def approvals_list(*, home: Path | None, json: bool) -> int:
     return run(home_of(home), as_json=json)
 
 
-def sessions_list(*, home: Path | None, json: bool) -> int:
-    """`bxctl sessions list [--json]`."""
+SESSIONS_LIMIT = 50
+"""`bxctl sessions list`'s page (cyclopts' command says it from here too)."""
+
+
+def sessions_list(*, home: Path | None, json: bool, limit: int, before: str | None) -> int:
+    """`bxctl sessions list [--json] [--limit N] [--before ID]`."""
     from ._common import home_of
     from ._sessions import sessions_list as run
 
-    return run(home_of(home), as_json=json)
+    return run(home_of(home), as_json=json, limit=limit, before=before)
 
 
 def recall(*words: str, home: Path | None, k: int) -> int:
@@ -98,7 +103,9 @@ class Quick:
 QUICK: dict[tuple[str, ...], Quick] = {
     ("memory", "show"): Quick(memory_show),
     ("approvals", "list"): Quick(approvals_list, switches=("--json",)),
-    ("sessions", "list"): Quick(sessions_list, switches=("--json",)),
+    ("sessions", "list"): Quick(
+        sessions_list, switches=("--json",), defaults={"limit": SESSIONS_LIMIT, "before": None}
+    ),
     ("recall",): Quick(recall, words=True, defaults={"k": RECALL_K}),
 }
 """Every command the quick route takes, by the words that name it: the one table the route

@@ -1,7 +1,17 @@
-"""`bxctl sessions`: the sessions under a home, read from loopd's files."""
+"""`bxctl sessions`: the sessions under a home, read from loopd's files.
+
+Which sessions there are comes from loopd's catalog (`proto.CATALOG_FILE`), newest first
+and a page at a time; only the page's logs are read. Nothing here opens every session's
+folder, so an old home (65,000 sessions at three years) lists and resolves as fast as a
+new one, bar reading the catalog itself.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import operator
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -13,7 +23,18 @@ from proto import AssistantRecord, ToolResultRecord, UserRecord
 
 from ._common import CommandError, inline, print_json
 
-__all__ = ["resolve_session", "session_block", "sessions_list", "sessions_show"]
+__all__ = [
+    "LIST_LIMIT",
+    "catalogued",
+    "resolve_session",
+    "session_block",
+    "sessions_list",
+    "sessions_show",
+]
+
+
+LIST_LIMIT = 50
+"""How many sessions `bxctl sessions list` shows at once (newest first)."""
 
 
 class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -22,7 +43,17 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     session: str
     created: str
     records: int
+    """The log's whole lines (a damaged line counts: `sessions show` names it)."""
     last: str | None
+
+
+class _Timed(msgspec.Struct, frozen=True):
+    """The one field of a record a listing needs."""
+
+    time: str
+
+
+_timed = msgspec.json.Decoder(_Timed)
 
 
 def resolve_session(home: Path, given: str) -> str:
@@ -31,15 +62,21 @@ def resolve_session(home: Path, given: str) -> str:
     Like git's short hashes: recall shows `chat-k6m5…`, and `chat-k6m5` (or `chat-k6m5…`,
     as pasted) is enough. An id nothing starts with is a `CommandError` pointing at
     `bxctl sessions list`, never a new session under a mistyped name.
+
+    A whole id is looked up directly and a start in the catalog: neither lists sessions/
+    (65,000 folders in an old home) unless the catalog knows no session so starting.
     """
     from ._common import bxctl, clipped
 
     text = given.strip().rstrip("…").rstrip(".")
     root = home / "sessions"
-    names = [p.name for p in _session_dirs(root)]
-    if text in names:
+    if _SESSION_ID.fullmatch(text) and (root / text).is_dir():
         return text
-    matches = [name for name in names if text and name.startswith(text)]
+    read = proto.read_catalog(root)
+    catalog = [] if read is None else read.entries
+    matches = sorted({e.session for e in catalog if text and e.session.startswith(text)})
+    if not matches:  # a session the catalog lacks (a home older than it): by name only
+        matches = sorted(name for name in _session_names(root) if text and name.startswith(text))
     if len(matches) == 1:
         return matches[0]
     listing = f"`{bxctl('sessions list')}` shows them"
@@ -51,11 +88,133 @@ def resolve_session(home: Path, given: str) -> str:
     )
 
 
-def _session_dirs(root: Path) -> list[Path]:
-    """The directories of sessions/, sorted; loopd's own (`.forget`, its forget plans) left out."""
-    if not root.is_dir():
+_SESSION_ID = re.compile(proto.SESSION_ID_PATTERN)
+
+
+def _folder_names(root: Path) -> list[str]:
+    """Every name under sessions/ but loopd's own: one directory read, no `stat` each.
+
+    loopd's own entries (`.forget`, its forget plans, the catalog) start with a dot, which
+    no session id does.
+    """
+    try:
+        return [name for name in os.listdir(root) if not name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _session_names(root: Path) -> list[str]:
+    """Every name under sessions/ that is a session id."""
+    return [name for name in _folder_names(root) if _SESSION_ID.fullmatch(name)]
+
+
+def catalogued(root: Path) -> list[proto.CatalogEntry]:
+    """Every session, newest first, from the catalog; what it lacks written in once.
+
+    sessions/ is read (names only) when the catalog has a damaged line (a crash tore
+    loopd's append), or when sessions/ changed after the catalog did: loopd appends
+    to the catalog after it makes a session's folder, so a catalog older than its
+    directory may lack a session (one made before the catalog existed, or by a copy).
+    A session it lacks has its baseline read for its `created`, and the catalog is
+    completed so that the next listing reads only the catalog. A completion that cannot
+    be written (a home shared with a group, read by another user) is a slower next
+    listing, nothing worse.
+    """
+    read = proto.read_catalog(root)
+    catalog = [] if read is None else read.entries
+    missing = []
+    if read is None or read.damaged or _maybe_behind(root):
+        known = {entry.session for entry in catalog}
+        for name in sorted(set(_folder_names(root)) - known):
+            if not _SESSION_ID.fullmatch(name):
+                if (root / name).is_dir():  # someone's folder, never loopd's: say so
+                    print(f"note: skipped {inline(name)}: not a session id", file=sys.stderr)
+                continue
+            try:
+                baseline = proto.read_baseline(root / name)
+            except FileNotFoundError:
+                continue  # being created (loopd catalogues it next), or not a session
+            except (OSError, ValueError) as exc:
+                print(f"note: skipped {inline(name)}: {inline(str(exc))}", file=sys.stderr)
+                continue
+            missing.append(proto.CatalogEntry(session=name, created=baseline.created))
+        with contextlib.suppress(OSError):
+            proto.complete_catalog(root, missing)
+    # Ordered by the catalog's own order where `created` ties (stable sort).
+    return sorted([*catalog, *missing], key=_created, reverse=True)
+
+
+_created = operator.attrgetter("created")
+
+
+def _maybe_behind(root: Path) -> bool:
+    """Whether sessions/ changed since its catalog did (or either is missing)."""
+    try:
+        catalog = os.stat(root / proto.CATALOG_FILE).st_mtime_ns
+        directory = os.stat(root).st_mtime_ns
+    except FileNotFoundError:
+        return root.is_dir()
+    # Not `>`: a clock tick holds many writes, and a folder made in the catalog's own
+    # tick may be one it lacks. A catalog that ties is completed, and so made newer.
+    return directory >= catalog
+
+
+def _summary(root: Path, entry: proto.CatalogEntry) -> SessionSummary | None:
+    """One listed session, from its log's bytes (no record decoded but the last); None: gone."""
+    try:
+        data = (root / entry.session / proto.LOG_FILE).read_bytes()
+    except FileNotFoundError:
+        if not (root / entry.session).is_dir():
+            return None  # catalogued, then removed by hand
+        data = b""
+    whole = data[: data.rfind(b"\n") + 1]
+    last = None
+    for line in reversed(whole.splitlines()):
+        try:
+            last = _timed.decode(line).time
+            break
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return SessionSummary(
+        session=entry.session, created=entry.created, records=whole.count(b"\n"), last=last
+    )
+
+
+def sessions_list(
+    home: Path, *, as_json: bool, limit: int = LIST_LIMIT, before: str | None = None
+) -> int:
+    """The newest `limit` sessions (older than `before`): id, created, records, last activity."""
+    from ._common import bxctl
+
+    if limit < 1:
+        raise CommandError(f"--limit is how many sessions to show, at least 1; {limit} is not")
+    root = home / "sessions"
+    everyone = catalogued(root)
+    start = 0
+    if before is not None:
+        older_than = resolve_session(home, before)
+        found = [i for i, e in enumerate(everyone) if e.session == older_than]
+        if not found:
+            raise CommandError(f"session {older_than} has no baseline in {root}")
+        start = found[0] + 1
+    page = everyone[start : start + limit]
+    summaries = [s for s in (_summary(root, entry) for entry in page) if s is not None]
+    if as_json:
+        print_json(summaries)
+    elif not summaries:
+        print(f"no sessions in {root}" if before is None else f"no sessions before {before}")
+    for s in [] if as_json else summaries:
+        print(
+            f"{inline(s.session)}  created {inline(s.created)}  {s.records:>5,} records  "
+            f"last {inline(s.last or '-')}"
+        )
+    rest = len(everyone) - start - len(page)
+    if rest > 0 and page:
+        print(
+            f"{rest:,} older: `{bxctl(f'sessions list --before {page[-1].session}')}`",
+            file=sys.stderr,
+        )
+    return 0
 
 
 def _records(directory: Path) -> list[proto.SessionRecord]:
@@ -63,38 +222,6 @@ def _records(directory: Path) -> list[proto.SessionRecord]:
     if problems := read.problems():
         print(f"note: {inline(problems)}", file=sys.stderr)
     return read.records
-
-
-def sessions_list(home: Path, *, as_json: bool) -> int:
-    """Every session, oldest first: id, created, records, last activity."""
-    root = home / "sessions"
-    summaries = []
-    for directory in _session_dirs(root):
-        try:
-            baseline = proto.read_baseline(directory)
-        except (OSError, ValueError) as exc:
-            print(f"note: skipped {inline(directory.name)}: {inline(str(exc))}", file=sys.stderr)
-            continue
-        records = _records(directory)
-        summaries.append(
-            SessionSummary(
-                session=directory.name,
-                created=baseline.created,
-                records=len(records),
-                last=records[-1].time if records else None,
-            )
-        )
-    summaries.sort(key=lambda s: s.created)
-    if as_json:
-        print_json(summaries)
-    elif not summaries:
-        print(f"no sessions in {root}")
-    for s in [] if as_json else summaries:
-        print(
-            f"{inline(s.session)}  created {inline(s.created)}  {s.records:>5,} records  "
-            f"last {inline(s.last or '-')}"
-        )
-    return 0
 
 
 def sessions_show(home: Path, session: str, *, as_json: bool) -> int:

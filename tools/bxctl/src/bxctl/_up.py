@@ -1,8 +1,12 @@
 """`bxctl up`: memoryd, brokerd, loopd (and mattermostd) as child processes, on one machine.
 
-Each role is started with its config from `{home}/config/`, in dependency order, and
-must report READY=1 on its own notify socket (the systemd protocol) before the next
-starts. Their logs are streamed here, prefixed by role. Ctrl-C or SIGTERM stops them
+Each role is started with its config from `{home}/config/`, all side by side, and each
+must report READY=1 on its own notify socket (the systemd protocol) before boxmaker is
+up. Nothing orders them: no role calls another before a request needs it (loopd reaches
+memoryd and brokerd at a turn, brokerd reaches memoryd and loopd at a call or a forget,
+and each of those waits on or retries its peer), so waiting for one before starting the
+next only added their start times. The embedded model's server alone comes first: loopd
+is told its URL. Their logs are streamed here, prefixed by role. Ctrl-C or SIGTERM stops them
 all (loopd first), each given its drain deadline and a margin before it is killed.
 
 A role that dies is started again, as systemd's `Restart=on-failure` does in the units:
@@ -175,6 +179,23 @@ async def _abandon(child: _Child, silent: str) -> FailedStart:
     code = child.process.returncode
     assert code is not None  # `exited` is set once it is reaped
     return FailedStart(exit_code=code, report=report)
+
+
+async def _start_side_by_side(starters: list[_Starter]) -> list[_Child | FailedStart]:
+    """Run every starter at once; each one's outcome, in the order given, once all are known.
+
+    A failed start does not cut the others short: each is then either ready (the caller
+    stops it) or has left nothing behind (`_abandon`).
+    """
+    outcomes: list[_Child | FailedStart | None] = [None] * len(starters)
+
+    async def run(slot: int) -> None:
+        outcomes[slot] = await starters[slot]()
+
+    async with trio.open_nursery() as starting:
+        for slot in range(len(starters)):
+            starting.start_soon(run, slot)
+    return [outcome for outcome in outcomes if outcome is not None]
 
 
 def _ready(started: _Child | FailedStart) -> _Child:
@@ -361,11 +382,22 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
                         children.append(_ready(await start()))
                         starters.append(start)
                         loopd_env[proto.EMBEDDED_URL_ENV] = _model_url(port)
-                    for role in ROLES:
-                        extra = {**lifeline_env, **(loopd_env if role == "loopd" else {})}
-                        start = partial(_start, nursery, role, home, notify_dir, extra)
-                        children.append(_ready(await start()))
-                        starters.append(start)
+                    roles: list[_Starter] = [
+                        partial(
+                            _start,
+                            nursery,
+                            role,
+                            home,
+                            notify_dir,
+                            {**lifeline_env, **(loopd_env if role == "loopd" else {})},
+                        )
+                        for role in ROLES
+                    ]
+                    started = await _start_side_by_side(roles)
+                    children.extend(c for c in started if isinstance(c, _Child))
+                    for one in started:
+                        _ready(one)  # the first failed start stops `bxctl up`, in ROLES order
+                    starters.extend(roles)
                     if bridge_configured(home):
                         start = partial(_start, nursery, BRIDGE, home, notify_dir, lifeline_env)
                         match await start():
