@@ -13,14 +13,16 @@ other programs that only reach the sockets, not against the owner's own account.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
 import secrets
 import stat
+import tempfile
 from pathlib import Path
 
-from ._durable import file_mode
+from ._durable import file_mode, fsync_dir
 
 __all__ = [
     "APPROVAL_KEY",
@@ -73,16 +75,23 @@ def ensure_key(path: Path, *, shared: bool = False) -> bytes:
     in a directory the installer gave to a group (`file_mode`).
     """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    mode = file_mode(path.parent) if shared else 0o600
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-    except FileExistsError:
+    if path.exists():
         return read_key(path)
-    os.fchmod(fd, mode)
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write(secrets.token_hex(KEY_BYTES) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    mode = file_mode(path.parent) if shared else 0o600
+    # Written whole under a temporary name, then linked into place: two roles started side
+    # by side never read a key file the other has made but not yet written.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(secrets.token_hex(KEY_BYTES) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        with contextlib.suppress(FileExistsError):  # the other one linked first: use it
+            os.link(tmp, path)
+    finally:
+        os.unlink(tmp)
+    fsync_dir(path.parent)
     return read_key(path)
 
 
