@@ -493,7 +493,11 @@ async def test_chat_m_over_a_frames_limit_against_a_live_loopd_leaves_the_sessio
 
 def session_folders(home: Path) -> list[str]:
     sessions = home / "sessions"
-    return sorted(p.name for p in sessions.iterdir()) if sessions.is_dir() else []
+    return (
+        sorted(p.name for p in sessions.iterdir() if not p.name.startswith("."))
+        if sessions.is_dir()
+        else []
+    )
 
 
 @pytest.mark.slow

@@ -99,12 +99,13 @@ def test_a_whole_id_is_resolved_without_listing_sessions(
     def listed(*args: object, **kwargs: object) -> None:
         raise AssertionError("sessions/ was listed")
 
-    monkeypatch.setattr(os, "listdir", listed)
-    monkeypatch.setattr(os, "scandir", listed)
-    monkeypatch.setattr(Path, "iterdir", listed)
-    monkeypatch.setattr(Path, "glob", listed)
-    assert resolve_session(short_dir, names[1]) == names[1]
-    assert resolve_session(short_dir, names[1] + "…") == names[1]
+    with monkeypatch.context() as patched:  # undone before the folder is removed
+        patched.setattr(os, "listdir", listed)
+        patched.setattr(os, "scandir", listed)
+        patched.setattr(Path, "iterdir", listed)
+        patched.setattr(Path, "glob", listed)
+        assert resolve_session(short_dir, names[1]) == names[1]
+        assert resolve_session(short_dir, names[1] + "…") == names[1]
 
 
 def test_a_start_is_resolved_from_the_catalog_then_by_name(short_dir: Path) -> None:

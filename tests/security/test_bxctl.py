@@ -30,6 +30,7 @@ from security.hostile import (
 
 import proto
 from bxctl import app
+from bxctl._common import program
 from proto import (
     ApprovalDecide,
     ApprovalPending,
@@ -197,7 +198,7 @@ async def test_chat_shows_model_text_tool_calls_and_approvals_inert(
     assert await run("chat", "--message", "hi", "--home", str(short_dir)) == 0
     out = printed(capsys)
     check_turn(out)
-    approve = f"bxctl approvals approve ap-k3f9xy --home {short_dir}"
+    approve = f"{program()} approvals approve ap-k3f9xy --home {short_dir}"  # as it is run
     assert f"  waiting for the owner: `{approve}`" in out  # pasteable as it is
 
 
