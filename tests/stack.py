@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import trio
 from roles import RunningRole, start_role
 from scripted_model import ScriptedModel, Step, serve_scripted_model
 
@@ -99,3 +101,45 @@ def running_stack(
             for role in reversed(ROLES):
                 if role in stack.processes:
                     stack.stop(role)
+
+
+TURN_CAP_S = 60
+"""How long a turn through the stack may take in a test."""
+
+
+async def open_session(stack: Stack) -> str:
+    """A new session, as a chat opens one."""
+    opened = await proto.call(
+        stack.socket(proto.OWNER_LOOP), proto.SessionOpen(origin="e2e"), proto.SessionOpened
+    )
+    return opened.session
+
+
+async def say(stack: Stack, session: str, text: str, *, approve: bool | None = None) -> list[Any]:
+    """One turn; approvals it raises are decided by the owner over the owner socket."""
+    frames: list[Any] = []
+    with trio.fail_after(TURN_CAP_S):
+        async with proto.open_call(
+            stack.socket(proto.OWNER_LOOP), proto.Say(session=session, text=text)
+        ) as conversation:
+            async for frame in conversation:
+                frames.append(frame)
+                if isinstance(frame, proto.ApprovalPending):
+                    assert approve is not None, "an approval nobody expected"
+                    await proto.call(
+                        stack.socket(proto.OWNER_BROKER),
+                        proto.ApprovalDecide(id=frame.approval.id, approve=approve),
+                        proto.Ok,
+                    )
+    assert isinstance(frames[-1], proto.TurnDone), frames[-1]
+    return frames
+
+
+def files_holding(home: Path, needle: str) -> list[str]:
+    """Every file under `home` whose bytes hold `needle`, in any case (`grep -ril`)."""
+    lowered = needle.lower().encode()
+    return [
+        str(path.relative_to(home))
+        for path in sorted(home.rglob("*"))
+        if path.is_file() and not path.is_socket() and lowered in path.read_bytes().lower()
+    ]

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import trio
 from scripted_model import Step, serve_scripted_model
-from stack import ROLES, Stack, running_stack
+from stack import ROLES, Stack, running_stack, say
 
 import proto
 from bxctl import app
-from proto import Say, SessionOpen, SessionOpened, TurnDone
+from proto import SessionOpen, SessionOpened
 
 CAP_S = 60
 ENTRY = "Prefers answers in UTC"
@@ -32,16 +32,6 @@ ME = proto.Surface(via="bxctl", uid=os.getuid())
 async def bxctl(*argv: str) -> object:
     with trio.fail_after(CAP_S):
         return await trio.to_thread.run_sync(partial(app, list(argv), result_action="return_value"))
-
-
-async def say(stack: Stack, session: str, text: str) -> None:
-    with trio.fail_after(CAP_S):
-        async with proto.open_call(
-            stack.socket(proto.OWNER_LOOP), Say(session=session, text=text)
-        ) as conversation:
-            async for frame in conversation:
-                last = frame
-    assert isinstance(last, TurnDone), last
 
 
 async def test_a_backup_taken_while_running_restores_elsewhere_whole(short_dir: Path) -> None:

@@ -22,10 +22,9 @@ import msgspec
 import pytest
 import trio
 from scripted_model import Step
-from stack import Stack, running_stack
+from stack import Stack, files_holding, open_session, running_stack, say
 
 import proto
-from proto import ApprovalDecide, ApprovalPending, Ok, Say, SessionOpen, SessionOpened, TurnDone
 
 CAP_S = 60
 SECRET = "ZEBRA-7731"
@@ -38,30 +37,6 @@ def stack(short_dir: Path) -> Iterator[Stack]:
         yield running
 
 
-async def open_session(stack: Stack) -> str:
-    opened = await proto.call(
-        stack.socket(proto.OWNER_LOOP), SessionOpen(origin="e2e"), SessionOpened
-    )
-    return opened.session
-
-
-async def say(stack: Stack, session: str, text: str, *, approve: bool | None = None) -> None:
-    with trio.fail_after(CAP_S):
-        async with proto.open_call(
-            stack.socket(proto.OWNER_LOOP), Say(session=session, text=text)
-        ) as conversation:
-            async for frame in conversation:
-                if isinstance(frame, ApprovalPending):
-                    assert approve is not None, "an approval nobody expected"
-                    await proto.call(
-                        stack.socket(proto.OWNER_BROKER),
-                        ApprovalDecide(id=frame.approval.id, approve=approve),
-                        Ok,
-                    )
-                last = frame
-    assert isinstance(last, TurnDone), last
-
-
 def memory_call(args: dict[str, Any]) -> Step:
     return Step(tool_calls=[("memory", json.dumps(args))])
 
@@ -72,19 +47,6 @@ async def owner_edit(stack: Stack, args: dict[str, Any]) -> proto.ToolResponse:
         proto.MemoryEdit(arguments=json.dumps(args), surface=ME),
         proto.ToolResponse,
     )
-
-
-def holding(home: Path, needle: str = SECRET) -> list[str]:
-    """Every file under the home whose bytes hold `needle`, in any case (`grep -ril`)."""
-    found = []
-    for path in sorted(home.rglob("*")):
-        if (
-            path.is_file()
-            and not path.is_socket()
-            and needle.lower().encode() in (path.read_bytes().lower())
-        ):
-            found.append(str(path.relative_to(home)))
-    return found
 
 
 async def tell_it_every_way(stack: Stack) -> list[str]:
@@ -128,7 +90,9 @@ async def forget(stack: Stack, text: str = SECRET) -> proto.Forgotten:
 
 async def test_a_secret_told_every_way_is_in_no_file_after_the_forget(stack: Stack) -> None:
     sessions = await tell_it_every_way(stack)
-    assert len(holding(stack.home)) >= 8  # memory, archive, journal, audit, sessions, …
+    assert (
+        len(files_holding(stack.home, SECRET)) >= 8
+    )  # memory, archive, journal, audit, sessions, …
 
     with trio.fail_after(CAP_S):
         preview = await proto.call(
@@ -140,12 +104,12 @@ async def test_a_secret_told_every_way_is_in_no_file_after_the_forget(stack: Sta
     assert {"journal", "audit", "sessions", "baselines", "index"} <= set(stores)
     assert set(sessions) <= set(stores["sessions"].names)
     assert {e.file for e in preview.entries} == {"memory", "archive"}
-    assert len(holding(stack.home)) >= 8  # the preview wrote nothing
+    assert len(files_holding(stack.home, SECRET)) >= 8  # the preview wrote nothing
 
     forgotten = await forget(stack, SECRET.lower())
     assert forgotten.pending == []
     assert forgotten.conflicts == []
-    assert holding(stack.home) == []
+    assert files_holding(stack.home, SECRET) == []
 
     with trio.fail_after(CAP_S):
         recalled = await proto.call(
@@ -179,7 +143,7 @@ async def test_a_secret_told_every_way_is_in_no_file_after_the_forget(stack: Sta
                 proto.UndoPlan(edit=edit.id),
                 proto.UndoPlanned,
             )
-    assert holding(stack.home) == []
+    assert files_holding(stack.home, SECRET) == []
 
 
 async def test_a_session_open_during_the_forget_goes_on_without_it(stack: Stack) -> None:
@@ -190,7 +154,7 @@ async def test_a_session_open_during_the_forget_goes_on_without_it(stack: Stack)
     stack.script(Step(text="ok again"))
     await say(stack, session, "and now?")
     assert SECRET.lower().encode() not in stack.model.requests[-1].lower()
-    assert holding(stack.home) == []
+    assert files_holding(stack.home, SECRET) == []
 
 
 async def test_the_models_words_cannot_forget(stack: Stack) -> None:
@@ -232,7 +196,7 @@ async def test_a_role_killed_during_a_forget_leaves_no_copy_once_back(
         with contextlib.suppress(proto.CallFailed):
             await forget(stack)
     with trio.fail_after(CAP_S):
-        while holding(stack.home):
+        while files_holding(stack.home, SECRET):
             try:
                 done = await forget(stack)  # the surface sends it again
             except proto.CallFailed:
@@ -240,7 +204,7 @@ async def test_a_role_killed_during_a_forget_leaves_no_copy_once_back(
                 continue
             if done.pending:
                 await trio.sleep(0.2)
-    assert holding(stack.home) == []
+    assert files_holding(stack.home, SECRET) == []
     plans = ("memory/.forget", "sessions/.forget", "audit/.forget")
     with trio.fail_after(CAP_S):  # a forget cut off before its commit is aborted, by retries
         while left := [p for d in plans for p in (stack.home / d).glob("fg-*")]:  # noqa: ASYNC110 (other processes' files)

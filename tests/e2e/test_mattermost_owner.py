@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from mattermost_stack import MattermostStack, exactly_once, mattermost_stack
 from scripted_model import Step
+from stack import files_holding
 
 import proto
 
@@ -198,17 +199,6 @@ async def test_the_owners_pending_version_survives_a_killed_bridge(mms: Mattermo
     assert memory(mms) == "Owner drinks strong tea."
 
 
-def holding(home: Path, needle: str) -> list[str]:
-    """Every file under the home whose bytes hold `needle`, in any case (`grep -ril`)."""
-    return [
-        str(path.relative_to(home))
-        for path in sorted(home.rglob("*"))
-        if path.is_file()
-        and not path.is_socket()
-        and needle.lower().encode() in path.read_bytes().lower()
-    ]
-
-
 async def test_forget_from_mattermost_erases_it_everywhere_and_edits_the_bots_posts(
     mms: MattermostStack,
 ) -> None:
@@ -218,19 +208,19 @@ async def test_forget_from_mattermost_erases_it_everywhere_and_edits_the_bots_po
     mms.stack.script(Step(text=f"Noted: your locker code is {secret}."))
     chat = mms.says(f"my locker code is {secret.lower()}")
     await bot_says(mms, chat, "Noted: your locker code")
-    assert len(holding(mms.home, secret)) >= 5
+    assert len(files_holding(mms.home, secret)) >= 5
 
     asked = mms.says(f"!forget {secret}")
     card = await bot_says(mms, asked, "a forget cannot be undone")
     assert "this entry goes, whole" in card
-    assert holding(mms.home, secret)  # the preview changed nothing
+    assert files_holding(mms.home, secret)  # the preview changed nothing
     mms.react(
         [p for p in mms.bot_posts(root=asked) if p.message == card][-1].id, "white_check_mark"
     )
     done = await bot_says(mms, asked, "forgotten, everywhere boxmaker had written it")
     assert secret.lower() not in done.lower()
 
-    assert holding(mms.home, secret) == []
+    assert files_holding(mms.home, secret) == []
     await mms.until(
         lambda: not [p for p in mms.bot_posts() if secret.lower() in p.message.lower()],
         "the bot's posts edited",

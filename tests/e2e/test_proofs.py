@@ -15,19 +15,13 @@ import trio
 from fakes.web import serving_page
 from realistic import fill_entries
 from scripted_model import Step
-from stack import Stack, running_stack
+from stack import Stack, open_session, running_stack, say
 
 import entries
 import proto
 from proto import (
-    ApprovalDecide,
     ApprovalPending,
     Baseline,
-    Ok,
-    Say,
-    SessionOpen,
-    SessionOpened,
-    TurnDone,
 )
 
 CAP_S = 60
@@ -37,33 +31,6 @@ CAP_S = 60
 def stack(short_dir: Path) -> Iterator[Stack]:
     with running_stack(short_dir) as running:
         yield running
-
-
-async def open_session(stack: Stack) -> str:
-    opened = await proto.call(
-        stack.socket(proto.OWNER_LOOP), SessionOpen(origin="e2e"), SessionOpened
-    )
-    return opened.session
-
-
-async def say(stack: Stack, session: str, text: str, *, approve: bool | None = None) -> list[Any]:
-    """One turn; approvals it raises are decided by the owner over the owner socket."""
-    frames: list[Any] = []
-    with trio.fail_after(CAP_S):
-        async with proto.open_call(
-            stack.socket(proto.OWNER_LOOP), Say(session=session, text=text)
-        ) as conversation:
-            async for frame in conversation:
-                frames.append(frame)
-                if isinstance(frame, ApprovalPending):
-                    assert approve is not None, "an approval nobody expected"
-                    await proto.call(
-                        stack.socket(proto.OWNER_BROKER),
-                        ApprovalDecide(id=frame.approval.id, approve=approve),
-                        Ok,
-                    )
-    assert isinstance(frames[-1], TurnDone), frames[-1]
-    return frames
 
 
 def records(stack: Stack, session: str) -> list[dict[str, Any]]:
