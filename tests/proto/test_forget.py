@@ -174,3 +174,17 @@ def test_the_quick_test_skips_a_plain_line_without_it() -> None:
     assert not proto.may_hold(b'{"content":"tea at five","n":7}', "zebra")
     assert proto.may_hold(b'{"content":"\\u007aebra"}', "zebra")  # an escape: decode it
     assert proto.may_hold(b'{"content":"ZEBRA"}', "zebra")
+
+
+@given(st.text(max_size=10), st.text(max_size=3), NEEDLES.filter(lambda n: len(n) >= 2))
+def test_an_invisible_character_inside_a_copy_does_not_hide_it(
+    before: str, after: str, needle: str
+) -> None:
+    hidden = needle[:1] + "\u200b" + needle[1:]  # what a terminal shows as the needle
+    text = before + hidden + after
+    assert proto.holds(text, needle)
+    assert not proto.holds(proto.redact(text, needle), needle)
+
+
+def test_invisible_characters_alone_cannot_be_forgotten() -> None:
+    assert proto.forget_problem("\u200b\u2060\u200b") is not None

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import msgspec
 
 from ._durable import fsync_dir, write_atomically
+from ._ignorable import DEFAULT_IGNORABLE, is_default_ignorable
 
 __all__ = [
     "FORGET_MAX_CHARS",
@@ -71,7 +72,7 @@ _WORD = re.compile(r"\w+")
 def forget_problem(text: str) -> str | None:
     """Why `text` cannot be forgotten as given, as a sentence; None when it can."""
     stripped = text.strip()
-    if len(stripped) < FORGET_MIN_CHARS:
+    if len(_fold(stripped)) < FORGET_MIN_CHARS:
         return f"say what to forget: at least {FORGET_MIN_CHARS} characters"
     if len(stripped) > FORGET_MAX_CHARS:
         return (
@@ -83,8 +84,15 @@ def forget_problem(text: str) -> str | None:
     return None
 
 
+_INVISIBLE = re.compile(
+    "[" + "".join(f"\\U{start:08x}-\\U{end:08x}" for start, end in DEFAULT_IGNORABLE) + "]"
+)
+
+
 def _fold(text: str) -> str:
-    return text.lower()
+    # Invisible characters (a zero-width space, a joiner) fold away: the owner reads
+    # "55\u200b12" as 5512, and a copy they cannot see must not escape a forget.
+    return _INVISIBLE.sub("", text).lower()
 
 
 def holds(text: str, needle: str) -> bool:
@@ -102,7 +110,7 @@ def _spans(text: str, needle: str) -> list[tuple[int, int]]:
     starts: list[int] = []  # starts[k]: index in `text` of the k-th lowered character
     pieces: list[str] = []
     for i, c in enumerate(text):
-        low = c.lower()
+        low = "" if is_default_ignorable(c) else c.lower()
         starts.extend([i] * len(low))
         pieces.append(low)
     folded = "".join(pieces)
