@@ -39,6 +39,7 @@ class FakeMemoryd:
 
     block: str | None = BLOCK
     updated: list[str] = field(default_factory=list)
+    served: trio.Event = field(default_factory=trio.Event)  # set by the first block served
 
     async def handle(self, request: Message, conn: proto.Connection) -> Message:
         if isinstance(request, MemoryBlock):
@@ -48,6 +49,7 @@ class FakeMemoryd:
                     "memory.md is 2,300 of 2,200 characters",
                     runbook="memory-unavailable",
                 )
+            self.served.set()
             return MemoryBlockReply(text=self.block)
         assert isinstance(request, SessionUpdated)
         self.updated.append(request.session)

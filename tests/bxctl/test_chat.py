@@ -48,13 +48,20 @@ async def run(*argv: str) -> object:
         return await app.run_async(list(argv), result_action="return_value")
 
 
-def opening(request: Message, *, created: bool = True) -> Message | None:
-    """The answers to what `bxctl chat` asks before a turn (None for a `say`)."""
+def opening(request: Message, *, created: bool = True, home: Path | None = None) -> Message | None:
+    """The answers to what `bxctl chat` asks before a turn (None for a `say`).
+
+    With `home`, a `say` writes the session's baseline there, as loopd does at a
+    session's first message (the chat's hint to go on names only a written session).
+    """
     if isinstance(request, proto.SessionOpen):
         return SessionOpened(session=SESSION, created=created)
     if isinstance(request, proto.BaselinePreview):
         raise proto.ServiceError("internal", "no preview here")  # no model hint
     assert isinstance(request, proto.Say)
+    if home is not None:
+        (home / "sessions" / SESSION).mkdir(parents=True, exist_ok=True)
+        (home / "sessions" / SESSION / proto.BASELINE_FILE).write_bytes(b"{}")
     return None
 
 
@@ -133,7 +140,7 @@ async def test_a_reason_typed_at_the_approval_denies_with_it(
     decisions: list[ApprovalDecide] = []
 
     async def loopd(request: Message, conn: proto.Connection) -> Message:
-        if answer := opening(request):
+        if answer := opening(request, home=short_dir):
             return answer
         await conn.send(ApprovalPending(approval=approval))
         await decided.wait()
@@ -206,7 +213,7 @@ async def test_ctrl_c_cancels_the_turn_and_the_chat_goes_on(
     again = trio.Event()
 
     async def loopd(request: Message, conn: proto.Connection) -> Message:
-        if answer := opening(request):
+        if answer := opening(request, home=short_dir):
             return answer
         assert isinstance(request, proto.Say)
         turns.append(request.text)
@@ -318,7 +325,7 @@ async def test_an_approval_answer_that_is_not_utf8_leaves_the_approval_waiting(
     decisions: list[Message] = []
 
     async def loopd(request: Message, conn: proto.Connection) -> Message:
-        if answer := opening(request):
+        if answer := opening(request, home=short_dir):
             return answer
         await conn.send(ApprovalPending(approval=approval))
         return TurnDone(text="later, then")
@@ -403,6 +410,7 @@ async def test_a_model_unreachable_from_a_server_that_answers_now_adds_no_note(
 # -- a message over a frame's limit: the client's own error, before anything is sent -------
 
 BIG = 5 * 1024 * 1024  # a 5 MiB message: what a pasted log or file can be
+NEW = "chat-" + "a" * 26  # as long as a new session's id: a message is checked before one opens
 
 
 def too_long(text: str, session: str = SESSION) -> str:
@@ -461,16 +469,17 @@ async def test_a_message_over_a_frames_limit_is_not_sent_and_the_chat_goes_on(
     await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
     big = "x" * BIG
     assert await run("chat", "-m", big, "--home", str(short_dir)) == 1
-    assert capsys.readouterr().out.endswith(too_long(big))
-    monkeypatch.setattr(sys, "stdin", piped(f"{big}\nstill there?\n".encode()))
+    assert capsys.readouterr().out.endswith(too_long(big, NEW))
+    monkeypatch.setattr(sys, "stdin", piped(f"{big}\nstill there?\n{big}\n".encode()))
     assert await run("chat", "--home", str(short_dir)) == 0
     out = capsys.readouterr().out
-    assert too_long(big) in out
+    assert too_long(big, NEW) in out  # before a session: none is opened for it
+    assert too_long(big, SESSION) in out  # in the session: loopd is not sent it
     assert said == ["still there?"]  # the long one reached no loopd, the next one did
 
 
 @pytest.mark.slow
-async def test_chat_m_over_a_frames_limit_against_a_live_loopd_leaves_the_session_usable(
+async def test_chat_m_over_a_frames_limit_against_a_live_loopd_leaves_nothing_behind(
     short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with running_stack(short_dir, Step(text="Still here.")) as stack:
@@ -478,10 +487,15 @@ async def test_chat_m_over_a_frames_limit_against_a_live_loopd_leaves_the_sessio
         big = "y" * BIG
         assert await run("chat", "-m", big, "--home", home) == 1
         captured = capsys.readouterr()
+        assert captured.out.endswith(too_long(big, NEW))
+        assert "session" not in captured.err  # none opened for it
+        assert not (stack.home / "sessions").exists() or not [
+            p for p in (stack.home / "sessions").iterdir() if not p.name.startswith(".")
+        ]
+        assert await run("chat", "-m", "are you there?", "--home", home) == 0
+        captured = capsys.readouterr()
+        assert "Still here." in captured.out
         (session,) = re.findall(r"new session (chat-[a-z0-9]+)", captured.err)
-        assert captured.out.endswith(too_long(big, session))
-        assert await run("chat", "--session", session, "-m", "are you there?", "--home", home) == 0
-        assert "Still here." in capsys.readouterr().out
         log = (stack.home / "sessions" / session / proto.LOG_FILE).read_text()
         assert "are you there?" in log
         assert "yyyy" not in log

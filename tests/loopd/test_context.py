@@ -39,7 +39,7 @@ async def test_a_message_longer_than_the_context_says_its_size_and_the_limit(
         h = await start_harness(nursery, short_dir, model.url, context_tokens=8192, max_tokens=200)
         opened = await open_session(h.chat)
         refused = the_error(await say(h.chat, opened.session, "x" * 100_000))
-        assert log_of(h.home, opened.session) == []  # nothing written for it
+        assert not (h.home / "sessions" / opened.session).exists()  # nothing written for it
         after = await say(h.chat, opened.session, "hi")  # and the session goes on
     assert refused.code == "message-too-long"
     assert re.fullmatch(
@@ -76,13 +76,19 @@ async def test_the_servers_refusal_of_a_first_turn_is_said_in_its_words(
 ) -> None:
     # loopd's config allows more than the server holds, and the server does not say its
     # size: only its refusal tells (as vLLM words it).
-    with serve_scripted_model(Step(text="never sent")) as model, trio.fail_after(CAP_S):
-        model.context = 300
+    with serve_scripted_model(Step(text="Short is fine.")) as model, trio.fail_after(CAP_S):
+        model.context = 600  # in the bytes of a request over 4: a baseline and "hi" fit
         h = await start_harness(nursery, short_dir, model.url, max_tokens=10)
         opened = await open_session(h.chat)
         refused = the_error(await say(h.chat, opened.session, "y" * 2000))
+        # taken back whole: no folder, no catalog line; the next message begins it
+        assert not (h.home / "sessions" / opened.session).exists()
+        assert opened.session not in (h.home / "sessions" / proto.CATALOG_FILE).read_text()
+        after = await say(h.chat, opened.session, "hi")
+    assert after[-1] == TurnDone(text="Short is fine.")
+    assert [r["type"] for r in log_of(h.home, opened.session)] == ["user", "assistant"]
     assert refused.code == "context-refused"
-    assert "This model's maximum context length is 300 tokens" in refused.message
+    assert "This model's maximum context length is 600 tokens" in refused.message
     assert refused.message.startswith(
         "the model server refused this session's first message for its context: "
     )

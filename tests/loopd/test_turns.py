@@ -372,3 +372,33 @@ async def test_html_escaped_arguments_are_an_error_the_model_sees(
     result = log_of(h.home, opened.session)[2]
     assert str(result["content"]).startswith("error: call_tool arguments: JSON is malformed")
     assert h.brokerd.requests == []
+
+
+async def test_a_session_taken_back_is_written_again_with_memory_as_it_is_after_a_forget(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    # Its first message too long, the session is taken back; its next one writes it
+    # again with a baseline made then. A forget applying meanwhile holds that write
+    # back, and a baseline made before it applied is made again after it.
+    steps = (Step(text="ok"),)
+    with serve_scripted_model(*steps) as model, trio.fail_after(CAP_S):
+        h = await start_harness(nursery, short_dir, model.url, context_tokens=4096)
+        opened = await open_session(h.chat)
+        (refused,) = await say(h.chat, opened.session, "x" * 20_000)
+        assert isinstance(refused, proto.Error)
+        assert refused.code == "message-too-long"
+        assert not (h.home / "sessions" / opened.session).exists()
+        h.memoryd.block = "The locker code is 4417."
+        h.memoryd.served = trio.Event()
+        forgetter = h.loopd.forgetter
+        async with trio.open_nursery() as turn, forgetter.writing:  # as a forget's apply
+            turn.start_soon(say, h.chat, opened.session, "hello")
+            await h.memoryd.served.wait()  # its baseline is made: the code is in it
+            forgetter.applied += 1
+            h.memoryd.block = "The locker code is [forgotten]."
+    written = baseline_of(h.home, opened.session)
+    assert b"4417" not in written
+    assert b"The locker code is [forgotten]." in written
+    assert [r["type"] for r in log_of(h.home, opened.session)] == ["user", "assistant"]
+    catalog = (h.home / "sessions" / proto.CATALOG_FILE).read_text()
+    assert catalog.count(opened.session) == 1

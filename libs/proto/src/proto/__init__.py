@@ -23,6 +23,7 @@ from ._catalog import CatalogEntry as CatalogEntry
 from ._catalog import CatalogRead as CatalogRead
 from ._catalog import append_to_catalog as append_to_catalog
 from ._catalog import complete_catalog as complete_catalog
+from ._catalog import drop_from_catalog as drop_from_catalog
 from ._catalog import read_catalog as read_catalog
 from ._codec import HEADER_BYTES as HEADER_BYTES
 from ._codec import MAX_FRAME as MAX_FRAME

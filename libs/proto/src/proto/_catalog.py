@@ -32,6 +32,7 @@ __all__ = [
     "CatalogRead",
     "append_to_catalog",
     "complete_catalog",
+    "drop_from_catalog",
     "read_catalog",
 ]
 
@@ -112,6 +113,23 @@ def complete_catalog(root: Path, missing: Iterable[CatalogEntry]) -> None:
         # Newer than sessions/ (which its own rename just changed): complete until a
         # session's folder is made after it.
         os.utime(path)
+
+
+def drop_from_catalog(root: Path, session: str) -> None:
+    """Take `session` out of the catalog, atomically (blocking; a rewrite of the whole file).
+
+    For a session loopd wrote and then took back whole (its first message was refused
+    for the model's context): its folder is gone, and its id may be written again later.
+    """
+    with _locked(root):
+        read = read_catalog(root)
+        if read is None:
+            return
+        kept = [entry for entry in read.entries if entry.session != session]
+        if len(kept) < len(read.entries) or read.damaged:
+            write_atomically(
+                root / CATALOG_FILE, b"".join(_encoder.encode(e) + b"\n" for e in kept)
+            )
 
 
 @contextlib.contextmanager

@@ -92,6 +92,12 @@ class Forgetter:
     store: SessionStore
     memory_socket: Path
     hold: HoldSession
+    writing: trio.Lock = dataclasses.field(default_factory=trio.Lock)
+    """Held by each apply, and by each new session's first write: a session begun before
+    a forget is never written while it applies, nor after it with the text."""
+    applied: int = 0
+    """How many applies have begun: a session begun at an older count has its baseline
+    (a copy of memory) made again before it is written."""
 
     @property
     def root(self) -> Path:
@@ -151,6 +157,11 @@ class Forgetter:
         under its lock; without it (brokerd retrying after a crash) the stored plan is
         finished as it is.
         """
+        async with self.writing:
+            self.applied += 1
+            return await self._apply(request)
+
+    async def _apply(self, request: ForgetApply) -> Message:
         stored = await self._read_plan(request.plan)
         made_ns = await trio.to_thread.run_sync(self._made_ns, request.plan)
         needle = None if request.text is None else _needle(request.text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -9,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import assert_never
 
+import msgspec
 import trio
 
 import proto
@@ -52,6 +54,20 @@ CANCEL_WAIT_S = 10.0
 """How long a `say` waits for the session's cancelled turn to finish recording."""
 
 
+TAKEN_BACK = 1_000
+"""How many sessions taken back loopd remembers: one pushed out (or forgotten by a
+restart) answers `no-session` at its next message, and its client opens it again."""
+
+
+@dataclasses.dataclass
+class _TakenBack:
+    """A session taken back: who opened it, and when its next baseline was made."""
+
+    origin: str | msgspec.UnsetType
+    applied: int = -1
+    """The forget count (`Forgetter.applied`) its baseline was made at; -1: none made yet."""
+
+
 @dataclasses.dataclass(eq=False)
 class _SessionTurns:
     """The turns of one session: at most one runs; the next `say` waits for its lock.
@@ -86,11 +102,14 @@ class Loopd:
         self.model = ModelClient(settings.model)
         self._sessions: dict[str, _SessionTurns] = {}
         """The sessions with a turn running or a `say` waiting for one; no others."""
+        self._taken_back: collections.OrderedDict[str, _TakenBack] = collections.OrderedDict()
+        """Sessions whose first message was refused, files removed (the last `TAKEN_BACK`)."""
         self._context = TurnContext(
             model=self.model,
             broker_socket=settings.broker_socket,
             memory_socket=settings.memory_socket,
             settings=settings.model,
+            new_sessions=self,
             broker_timeout_s=settings.broker_timeout_s,
         )
         self.forgetter = Forgetter(self.store, settings.memory_socket, self._hold_for_forget)
@@ -216,13 +235,35 @@ class Loopd:
                 assert_never(request)
 
     async def open_session(self, request: SessionOpen) -> SessionOpened:
-        """Resume the named session, or create it (a new id when none is given)."""
+        """Resume the named session, or create it (a new id when none is given).
+
+        A session taken back (its first message refused) is opened still: its next
+        message writes it again.
+        """
         session = request.session or new_session_id()
         if request.session is not None:
+            if session in self._taken_back:
+                self._taken_back.move_to_end(session)
+                return SessionOpened(session=session, created=False)
             exists = await trio.to_thread.run_sync(self.store.exists, session)
             if exists:
                 return SessionOpened(session=session, created=False)
-        baseline = Baseline(
+        baseline = await self._baseline(session)
+        try:
+            await trio.to_thread.run_sync(self.store.create, session, baseline, request.origin)
+        except FileExistsError:
+            return SessionOpened(session=session, created=False)  # opened meanwhile
+        log.info("created session %s for %s", session, request.origin)
+        return SessionOpened(session=session, created=True)
+
+    async def _begin(self, session: str, taken: _TakenBack) -> Session:
+        """A session taken back, begun anew: its baseline made now, written at a message."""
+        taken.applied = self.forgetter.applied
+        baseline = await self._baseline(session)
+        return await trio.to_thread.run_sync(self.store.begin, session, baseline, taken.origin)
+
+    async def _baseline(self, session: str) -> Baseline:
+        return Baseline(
             session=session,
             epoch=0,
             created=proto.utc_stamp(),
@@ -230,12 +271,35 @@ class Loopd:
             system=await self._system_prompt(),
             tools=tool_schemas(),
         )
-        try:
-            await trio.to_thread.run_sync(self.store.create, session, baseline, request.origin)
-        except FileExistsError:
-            return SessionOpened(session=session, created=False)  # opened meanwhile
-        log.info("created session %s for %s", session, request.origin)
-        return SessionOpened(session=session, created=True)
+
+    async def write(self, session: Session) -> None:
+        """Write a session taken back, before its next first record (`NewSessions`).
+
+        Not while a forget applies; and a baseline made before a forget that has applied
+        since is made again, so no session is written holding what the owner forgot.
+        """
+        taken = self._taken_back.get(session.id) or _TakenBack(origin=session.origin)
+        async with self.forgetter.writing:
+            if taken.applied != self.forgetter.applied:
+                session.rebase(await self._baseline(session.id))
+            try:
+                await trio.to_thread.run_sync(self.store.write, session)
+            except FileExistsError:  # written meanwhile, not by loopd: never overwritten
+                raise ServiceError(
+                    "session-exists",
+                    f"session {session.id} was made by another writer meanwhile; open it again",
+                ) from None
+        self._taken_back.pop(session.id, None)
+        log.info("created session %s again for %s", session.id, session.origin)
+
+    async def unwrite(self, session: Session) -> None:
+        """Take back a session whose first message was refused (`NewSessions`)."""
+        await trio.to_thread.run_sync(self.store.unwrite, session)
+        self._taken_back[session.id] = _TakenBack(origin=session.origin)
+        self._taken_back.move_to_end(session.id)
+        while len(self._taken_back) > TAKEN_BACK:
+            self._taken_back.popitem(last=False)
+        log.info("session %s taken back: its first message was refused", session.id)
 
     async def _system_prompt(self) -> str:
         path = self.settings.system_prompt
@@ -277,8 +341,10 @@ class Loopd:
         session_id = request.session
         # The session loopd kept is checked with two stat calls, on the event loop: a
         # worker thread costs more than they do.
-        if self.store.kept(session_id) is None and not await trio.to_thread.run_sync(
-            self.store.exists, session_id
+        if (
+            self.store.kept(session_id) is None
+            and session_id not in self._taken_back
+            and not await trio.to_thread.run_sync(self.store.exists, session_id)
         ):
             raise ServiceError("no-session", f"there is no session {session_id!r}; open it first")
         async with self._using(session_id) as turns:
@@ -304,7 +370,7 @@ class Loopd:
         outcome: Message = proto.Error(code="turn-interrupted", message=TURN_INTERRUPTED)
         text: str | None = None
         try:
-            session = self.store.kept(session_id) or await self._read(session_id, self.store.open)
+            session = await self._turn_session(session_id)
             text = await self._turn(session, request, conn, running, turns.cancel)
             if text is not None:
                 outcome = TurnDone(text=text)
@@ -320,6 +386,16 @@ class Loopd:
                 code="turn-cancelled", message="the chat client left; turn cancelled"
             )
         return outcome
+
+    async def _turn_session(self, session_id: str) -> Session:
+        """The session a turn runs in: kept, begun anew (taken back), or read."""
+        if (kept := self.store.kept(session_id)) is not None:
+            return kept
+        taken = self._taken_back.get(session_id)
+        if taken is not None and not await trio.to_thread.run_sync(self.store.exists, session_id):
+            return await self._begin(session_id, taken)
+        self._taken_back.pop(session_id, None)
+        return await self._read(session_id, self.store.open)
 
     async def _turn(
         self,

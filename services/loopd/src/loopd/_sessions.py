@@ -6,7 +6,11 @@ one record per line, appended and flushed; nothing in it is ever rewritten. A lo
 last line was torn by a crash gets a newline before the next record, so the fragment
 stays a line of its own that readers skip, and no whole record is lost.
 
-The one exception to both is the owner's forget (`_forget`): the text becomes a marker in
+A session whose first message is refused (too long for the model's context, or refused
+by the server for it) is taken back whole (`unwrite`): its next message writes it again
+(`begin` in memory, `write` just before the record), so no empty session stays behind.
+
+The exception to both is the owner's forget (`_forget`): the text becomes a marker in
 the log's lines and the baseline's system text, each file rewritten atomically under the
 session's turn lock, line count and order kept; a kept session is dropped then.
 
@@ -27,6 +31,7 @@ with memoryd and bxctl.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import secrets
@@ -93,8 +98,13 @@ class Session:
         null_content: bool = False,
         files: tuple[FileState | None, FileState | None] | None = None,
         torn: bytes = b"",
+        unwritten: str | msgspec.UnsetType | None = None,
     ) -> None:
         self.id = id
+        self.written = unwritten is None
+        """Whether its files exist: a session `begin` made has none until `write`."""
+        self.origin = msgspec.UNSET if unwritten is None else unwritten
+        """Who asked for it (`session_open`'s origin), for the catalog line `write` adds."""
         self.directory = directory
         self.baseline = baseline
         self.label = label
@@ -113,6 +123,12 @@ class Session:
                 self._counted, self._counted_at = record.tokens, i
                 break
             self._since += len(_encoder.encode(record))
+
+    def rebase(self, baseline: Baseline) -> None:
+        """Give a begun session, not yet written, another baseline (made again)."""
+        assert not self.written, "only a begun session is rebased"
+        self.baseline = baseline
+        self.history = History(baseline.system, (), null_content=self.history.null_content)
 
     @property
     def records(self) -> list[SessionRecord]:
@@ -164,6 +180,7 @@ class Session:
         have been written whole, the session forgets what it knew of its files, so that
         it is read again before its next turn.
         """
+        assert self.written, "a begun session is written before its first record"
         line = _encoder.encode(record)
         before, self.files = self.files, None
         written = proto.append_line(self.log_path, line)
@@ -221,19 +238,44 @@ class SessionStore:
     def create(
         self, session: str, baseline: Baseline, origin: str | msgspec.UnsetType = msgspec.UNSET
     ) -> Session:
-        """Write a new session's directory, baseline and empty log; refuse an existing one.
+        """A new session written at once (`begin` and `write`); refuse an existing one."""
+        begun = self.begin(session, baseline, origin)
+        self.write(begun)
+        return begun
 
-        The session is then added to the catalog (`proto.CATALOG_FILE`), with `origin`
+    def begin(
+        self, session: str, baseline: Baseline, origin: str | msgspec.UnsetType = msgspec.UNSET
+    ) -> Session:
+        """A new session in memory only: `write` makes its files, before its first record.
+
+        A session begins at its first message: a message refused before it is recorded
+        (too long for the model) leaves no folder and no copy of memory behind.
+        """
+        self.directory(session)  # a bad id is refused before anything else
+        return Session(
+            session,
+            self.root / session,
+            baseline,
+            null_content=self.null_content,
+            unwritten=origin,
+        )
+
+    def write(self, session: Session) -> None:
+        """Write a begun session's directory, baseline and empty log; refuse an existing one.
+
+        The session is then added to the catalog (`proto.CATALOG_FILE`), with its origin
         (who asked for it), once its files are durable: a catalogued session has them.
         """
+        assert not session.written, "written already"
+        origin = session.origin
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        directory = self.directory(session)
+        directory = self.directory(session.id)
         mode = proto.dir_mode(self.root)  # group-readable where memoryd reads as a group
         directory.mkdir(mode=mode)  # FileExistsError: the caller checked; a race lost
         made = directory.stat().st_mode
         if stat.S_IMODE(made) & 0o777 != mode:  # a umask cut it; keep the inherited setgid
             os.chmod(directory, mode | (made & stat.S_ISGID))
-        proto.write_atomically(directory / proto.BASELINE_FILE, _encoder.encode(baseline))
+        proto.write_atomically(directory / proto.BASELINE_FILE, _encoder.encode(session.baseline))
         log_path = directory / proto.LOG_FILE
         file_mode = proto.file_mode(directory)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode)
@@ -243,17 +285,30 @@ class SessionStore:
         proto.fsync_dir(directory)
         proto.fsync_dir(self.root)
         proto.append_to_catalog(
-            self.root, proto.CatalogEntry(session=session, created=baseline.created, origin=origin)
+            self.root,
+            proto.CatalogEntry(session=session.id, created=session.baseline.created, origin=origin),
         )
-        created = Session(
-            session,
-            directory,
-            baseline,
-            null_content=self.null_content,
-            files=(_stat(directory / proto.BASELINE_FILE), _stat(log_path)),
-        )
-        self._keep(created)
-        return created
+        session.written = True
+        session.files = (_stat(directory / proto.BASELINE_FILE), _stat(log_path))
+        self._keep(session)
+
+    def unwrite(self, session: Session) -> None:
+        """Take back a session whose first message the model refused: files, catalog line.
+
+        Its log holds that message and nothing else, and no turn of it ever ran: the
+        session is then as if begun only, and its next message writes it again (with a
+        fresh baseline). Removed in reverse order of `write`, so a crash between leaves
+        what a crash during `write` could.
+        """
+        self.drop(session.id)
+        proto.drop_from_catalog(self.root, session.id)
+        directory = self.directory(session.id)
+        for name in (proto.LOG_FILE, proto.BASELINE_FILE):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(directory / name)
+        with contextlib.suppress(FileNotFoundError):
+            directory.rmdir()
+        proto.fsync_dir(self.root)
 
     def load(self, session: str) -> Session:
         """Read a session's baseline and every whole record of its log."""

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import assert_never
+from typing import Protocol, assert_never
 
 import msgspec
 import trio
@@ -96,6 +96,20 @@ class ContextRefused(TurnError):
         )
 
 
+class NewSessions(Protocol):
+    """A session whose first message is refused is taken back, and written again later.
+
+    Its folder would otherwise stay behind empty (another copy of memory), and a first
+    message the server refused would stay in it, refused again at every next turn.
+    """
+
+    async def write(self, session: Session) -> None:
+        """Write a session begun anew (its baseline made again if a forget ran since)."""
+
+    async def unwrite(self, session: Session) -> None:
+        """Remove the files and catalog line of a session whose first message was refused."""
+
+
 @dataclass(frozen=True)
 class TurnContext:
     """What a turn needs besides its session."""
@@ -104,6 +118,7 @@ class TurnContext:
     broker_socket: Path
     memory_socket: Path
     settings: ModelSection
+    new_sessions: NewSessions
     broker_timeout_s: float = 960.0
     """How long a call to brokerd may take: an `ask` call waits for the owner (brokerd's
     approval timeout) and then runs, so this is that timeout and a margin."""
@@ -210,11 +225,24 @@ async def run_turn(
     """
     await answer_unanswered(session, ctx)
     await ctx.model.probe_context()
-    _check_message(session, ctx, text)
     first = not session.records
+    try:
+        _check_message(session, ctx, text)
+    except MessageTooLong:
+        if first and session.written:
+            await ctx.new_sessions.unwrite(session)
+        raise
+    if not session.written:
+        await ctx.new_sessions.write(session)
     await _append(session, UserRecord(time=proto.utc_stamp(), content=text, ref=ref))
     try:
-        return await _steps(session, ctx, emit, first=first)
+        try:
+            return await _steps(session, ctx, emit, first=first)
+        except ContextRefused:
+            # Its one record is the refused message: taken back, the session is as if
+            # begun only, and a shorter message begins it, rather than finding it full.
+            await ctx.new_sessions.unwrite(session)
+            raise
     except* trio.Cancelled:
         # `except*`: a cancel that reaches a task inside one of the turn's nurseries (the
         # wait for the owner's decision) arrives here in that nursery's exception group.

@@ -300,7 +300,7 @@ async def _turn(
         return False
     except proto.RequestTooLarge as exc:
         # nothing was sent: the session goes on
-        out.line(f"error: {too_long(text, exc)}")
+        out.line(f"error: {too_long(text, exc.size, exc.limit)}")
         return False
     except proto.BadRequest as exc:
         out.line(f"error: {failure_sentence('loopd', path, exc)}")
@@ -326,14 +326,31 @@ async def _turn(
     raise AssertionError("a turn ended without its turn_done")  # pragma: no cover
 
 
-def too_long(text: str, exc: proto.RequestTooLarge) -> str:
-    """A message over a frame's limit, in the message's own bytes (the frame adds a few)."""
+def too_long(text: str, frame: int, limit: int) -> str:
+    """A message over a frame's `limit`, in the message's own bytes (its `frame` adds a few)."""
     size = len(text.encode())
-    most = exc.limit - (exc.size - size)
+    most = limit - (frame - size)
     return (
         f"this message is {size:,} bytes; a message can be at most about {most:,} bytes "
         "(proto's frame limit): shorten it"
     )
+
+
+def over_a_frame(text: str) -> str | None:
+    """What a message too long for any frame is told; None when it fits.
+
+    Checked before a new session is opened for it, so that it opens none: a session's
+    id is as long as `NEW_ID_SHAPE`.
+    """
+    try:
+        proto.encode_frame(Say(session=NEW_ID_SHAPE, text=text))
+    except proto.FrameTooLarge as exc:
+        return too_long(text, exc.size, exc.limit)
+    return None
+
+
+NEW_ID_SHAPE = "chat-" + "a" * 26
+"""An id as long as loopd's new ones (`chat-` and 26 characters)."""
 
 
 MODEL_FAILURES = frozenset({"model-error", "model-timeout", "model-unreachable"})
@@ -445,6 +462,9 @@ class _Conversation:
                     except CommandError as exc:
                         sys.stderr.write(f"bxctl: {inline(str(exc))}\n")
                     continue
+            if self.session.id is None and (refused := over_a_frame(line)):
+                print(f"error: {refused}")
+                continue
             session = await self.session.open()
             out = _Printer()
             with trio.CancelScope() as self.turn:
@@ -575,7 +595,8 @@ async def _converse(home: Path, session: _Session, home_option: Path | None) -> 
                     failure = exc  # raised below, not wrapped in the nursery's group
                 background.cancel_scope.cancel()
     finally:
-        if session.id is not None:
+        if session.written():
+            assert session.id is not None
             print(f"\n{inline(resume_hint(session.id, home_option))}", file=sys.stderr)
     if failure is not None:
         raise failure
@@ -584,8 +605,9 @@ async def _converse(home: Path, session: _Session, home_option: Path | None) -> 
 class _Session:
     """The chat's session: resumed at once (`--session`), or begun at the first message.
 
-    A new session is loopd's copy of memory in a baseline and a folder under the home:
-    a chat that only runs commands (`/help`, `/remember`) and leaves makes none.
+    A new session is loopd's copy of memory in a baseline and a folder under the home,
+    which loopd writes at its first message: a chat that only runs commands (`/help`,
+    `/remember`), or whose every message was refused, leaves none.
     """
 
     def __init__(self, home: Path, resume: str | None) -> None:
@@ -593,6 +615,12 @@ class _Session:
         self.resume = resume
         self.id: str | None = None
         """The session's id once it is open; None until then."""
+
+    def written(self) -> bool:
+        """Whether the session has its files: loopd writes them at its first message."""
+        if self.id is None:
+            return False
+        return (self.home / "sessions" / self.id / proto.BASELINE_FILE).is_file()
 
     async def open(self) -> str:
         """The session's id, opening it (and saying so) the first time."""
@@ -629,6 +657,9 @@ async def chat(
     if hint:
         print(f"note: {inline(hint)}", file=sys.stderr)
     if message is not None:
+        if chosen.id is None and (refused := over_a_frame(message)):
+            print(f"error: {refused}")
+            return 1
         done = await _turn(home, await chosen.open(), message, _Printer(), decide=None)
         return 0 if done else 1
     await _converse(home, chosen, home_option)
