@@ -397,7 +397,7 @@ async def test_history_shows_each_edits_id_and_its_json_too(
     assert out.startswith(f"{proto.edit_id(hand)}  2026-11-30T09:00:00Z  user.md changed outside")
     assert f"{proto.edit_id(edit)}  2026-11-30T08:00:00Z  add memory.md" in out
     assert "(undoes ed-zzzzzz)" in out
-    assert "`bxctl memory undo ID` undoes one" in out
+    assert f"`bxctl memory undo ID --home {short_dir}` undoes one" in out
     assert await run("memory", "history", "--json", "--home", str(short_dir)) == 0
     shown = json.loads(capsys.readouterr().out)
     assert [(e["id"], e["kind"]) for e in shown] == [

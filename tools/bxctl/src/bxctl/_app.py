@@ -256,12 +256,13 @@ def add(text: str, /, *, file: Literal["memory", "user"] = "memory", home: Home 
     """
     from entries import Remember
 
-    from ._common import CommandError
+    from ._common import CommandError, bxctl
     from ._memory import run_owner_command, terminal_confirm
 
     if not text.strip():
-        raise CommandError("say what to remember: `bxctl memory add 'I prefer answers in UTC'`")
-    confirm = terminal_confirm("`bxctl memory add`")
+        example = bxctl("memory add 'I prefer answers in UTC'")
+        raise CommandError(f"say what to remember: `{example}`")
+    confirm = terminal_confirm(f"`{bxctl('memory add')}`")
     return run_owner_command(_home(home), Remember(text, file), confirm=confirm)
 
 
@@ -282,13 +283,13 @@ def replace(
     """
     from entries import Replace
 
-    from ._common import CommandError
+    from ._common import CommandError, bxctl
     from ._memory import run_owner_command, terminal_confirm
 
     if not new.strip():
         raise CommandError("the new text is empty; to remove the entry, use `memory remove`")
     command = Replace(_part(old), new, file, confirmed=yes)
-    confirm = terminal_confirm("`bxctl memory replace`")
+    confirm = terminal_confirm(f"`{bxctl('memory replace')}`")
     return run_owner_command(_home(home), command, confirm=confirm)
 
 
@@ -311,9 +312,10 @@ def remove(
     """
     from entries import Remove
 
+    from ._common import bxctl
     from ._memory import run_owner_command, terminal_confirm
 
-    confirm = terminal_confirm("`bxctl memory remove`")
+    confirm = terminal_confirm(f"`{bxctl('memory remove')}`")
     return run_owner_command(_home(home), Remove(_part(old), file, yes), confirm=confirm)
 
 
@@ -360,7 +362,7 @@ def forget(
     import proto
     from entries import Forget
 
-    from ._common import inline, print_json
+    from ._common import bxctl, inline, print_json
     from ._memory import forget_preview, run_owner_command, terminal_confirm
 
     if text is None:
@@ -368,13 +370,13 @@ def forget(
     problem = proto.forget_problem(text)
     if problem is not None:
         # a usage error (exit 2), said before anything is asked
-        print(f"bxctl: {inline(problem)}: `bxctl memory forget TEXT`", file=sys.stderr)
+        print(f"bxctl: {inline(problem)}: `{bxctl('memory forget TEXT')}`", file=sys.stderr)
         return 2
     where = _home(home)
     if json:
         print_json(forget_preview(where, text.strip()))
         return 0
-    confirm = terminal_confirm("`bxctl memory forget`")
+    confirm = terminal_confirm(f"`{bxctl('memory forget')}`")
     return run_owner_command(where, Forget(text.strip(), yes), confirm=confirm)
 
 
@@ -404,14 +406,14 @@ def why(part: str, /, *, home: Home = None, json: Json = False) -> int:
     """
     from entries import Why
 
-    from ._common import print_json
+    from ._common import bxctl, print_json
     from ._memory import memory_why_json, run_owner_command, terminal_confirm
 
     where = _home(home)
     if json:
         print_json(memory_why_json(where, _part(part)))
         return 0
-    confirm = terminal_confirm("`bxctl memory why`")
+    confirm = terminal_confirm(f"`{bxctl('memory why')}`")
     return run_owner_command(where, Why(_part(part)), confirm=confirm)
 
 
@@ -431,16 +433,16 @@ def undo(edit: str | None = None, /, *, yes: Yes = False, home: Home = None) -> 
     import proto
     from entries import Undo
 
-    from ._common import CommandError, clipped
+    from ._common import CommandError, bxctl, clipped
     from ._memory import run_owner_command, terminal_confirm
 
     if edit is not None and proto.EDIT_ID.fullmatch(edit.strip()) is None:
         raise CommandError(
             f"{clipped(edit)!r} is not an edit id (ed- and six characters); "
-            "`bxctl memory history` shows each edit's id"
+            f"`{bxctl('memory history')}` shows each edit's id"
         )
     command = Undo(None if edit is None else edit.strip(), confirmed=yes)
-    confirm = terminal_confirm("`bxctl memory undo`")
+    confirm = terminal_confirm(f"`{bxctl('memory undo')}`")
     return run_owner_command(_home(home), command, confirm=confirm)
 
 

@@ -637,7 +637,9 @@ class _Session:
         print(f"{state} {inline(opened.session)}", file=sys.stderr)
         if opened.created and embedded_configured(self.home):
             # once per session: a resumed one (every `-m` after the first) has seen it
-            notice = DEMO_NOTICE.format(config=self.home / "config" / "loopd.toml")
+            notice = DEMO_NOTICE.format(
+                config=self.home / "config" / "loopd.toml", program=program()
+            )
             print(f"note: {notice}", file=sys.stderr)
         self.id = opened.session
         return self.id

@@ -39,8 +39,8 @@ DEMO_NOTICE = (
     "this is the embedded demo model (SmolLM2, 135M parameters): it answers in plain text "
     "and does not use tools (it is too small to choose them; [model] tool_choice = "
     '"auto" lets it try). For a real assistant, point boxmaker at a real '
-    "server: `bxctl init --model-url URL --model NAME` for a new home, or set [model] url "
-    "and model in {config}, then restart `bxctl up`. Memory works without it: type "
+    "server: `{program} init --model-url URL --model NAME` for a new home, or set [model] url "
+    "and model in {config}, then restart `{program} up`. Memory works without it: type "
     "`/remember I prefer answers in UTC` and every new session starts knowing it "
     "(/help lists the chat's commands)."
 )

@@ -42,7 +42,7 @@ from proto import (
     ToolResponse,
 )
 
-from ._common import CommandError, Sockets, ask, inline, plural, print_json
+from ._common import CommandError, Sockets, ask, bxctl, inline, plural, print_json
 
 __all__ = [
     "approvals_decide",
@@ -137,7 +137,7 @@ def approve_with_text(home: Path, approval: str, text: str) -> int:
     found = [a for a in pending_approvals(home) if a.id == approval]
     if not found:
         raise CommandError(
-            f"no approval {inline(approval)} is pending; `bxctl approvals list` shows them"
+            f"no approval {inline(approval)} is pending; `{bxctl('approvals list')}` shows them"
         )
     arguments = with_text(found[0], text)
     request = ApprovalDecide.deciding(
@@ -285,7 +285,7 @@ def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) 
             case _:
                 assert_never(edit.line)
         print("\n".join(_diff(edit.line)))
-    print("\n(- removed, + added, > moved to archive.md; `bxctl memory undo ID` undoes one)")
+    print(f"\n(- removed, + added, > moved to archive.md; `{bxctl('memory undo ID')}` undoes one)")
     return 0
 
 
