@@ -403,7 +403,7 @@ async def test_a_text_that_cannot_be_forgotten_is_refused_before_asking(
     assert await run("memory", "forget", text, "--home", str(home)) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"bxctl: {said}")
-    assert err.endswith(": `bxctl memory forget TEXT`\n")
+    assert err.endswith(f": `bxctl memory forget TEXT --home {home}`\n")
     assert roles.asked == []
 
 

@@ -365,6 +365,7 @@ def forget(
     from ._common import bxctl, inline, print_json
     from ._memory import forget_preview, run_owner_command, terminal_confirm
 
+    where = _home(home)  # first: the usage line below names the home given
     if text is None:
         text = _secret_text()
     problem = proto.forget_problem(text)
@@ -372,7 +373,6 @@ def forget(
         # a usage error (exit 2), said before anything is asked
         print(f"bxctl: {inline(problem)}: `{bxctl('memory forget TEXT')}`", file=sys.stderr)
         return 2
-    where = _home(home)
     if json:
         print_json(forget_preview(where, text.strip()))
         return 0
