@@ -37,7 +37,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -51,9 +50,10 @@ import trio
 import proto
 from bench import corpus
 from memoryd._logs import START, SessionLog, list_logs, read_log
-from memoryd._query import match_string, query_terms
-from memoryd._search import TermBounds, Vocabulary, prepare, rank
 from memoryd._store import SCHEMA
+from memoryd.ranking import TermBounds, Vocabulary, prepare, query_terms, rank
+from memoryd.ranking._bounds import read_frontiers
+from memoryd.ranking._query import match_string
 from proto import AssistantRecord, Class, ToolCall, ToolResultRecord, UserRecord
 
 TARGETS = {
@@ -197,7 +197,11 @@ def read_bounds(index: Path) -> tuple[Vocabulary, TermBounds]:
     vocabulary = Vocabulary()
     vocabulary.scan(conn)
     bounds = TermBounds()
-    bounds.scan(conn, vocabulary.frequent() or [], threading.Event())
+    generation = bounds.begin_elsewhere()  # as memoryd's scan does, in this process
+    conn.execute("BEGIN")
+    found = read_frontiers(conn, vocabulary.frequent() or [])
+    conn.execute("COMMIT")
+    bounds.install(found, generation)
     conn.close()
     return vocabulary, bounds
 

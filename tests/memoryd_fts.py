@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import sqlean
 
 from memoryd._store import SCHEMA
-from memoryd._vocabulary import prepare
+from memoryd.ranking import TermBounds, prepare
+from memoryd.ranking._bounds import read_frontiers
 
 
 def connect(rows: list[str]) -> Any:
@@ -31,3 +33,17 @@ def append(conn: Any, rows: list[str]) -> list[int]:
         ((n, n) for n in rowids),
     )
     return rowids
+
+
+def scan_bounds(conn: Any, bounds: TermBounds, keep: Iterable[str]) -> bool:
+    """Read the frontiers of `keep` on `conn` into `bounds`, as memoryd's scan does elsewhere.
+
+    False (nothing kept) when the bounds were cleared meanwhile.
+    """
+    generation = bounds.begin_elsewhere()
+    conn.execute("BEGIN")
+    try:
+        found = read_frontiers(conn, keep)
+    finally:
+        conn.execute("COMMIT")
+    return bounds.install(found, generation)

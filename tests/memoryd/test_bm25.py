@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memoryd_fts import connect
 
-from memoryd._bm25 import Scorer, tokens_of
-from memoryd._query import match_string
-from memoryd._vocabulary import averages, walk_count
+from memoryd.ranking._bm25 import Scorer, tokens_of
+from memoryd.ranking._fts5 import averages, walk_count
+from memoryd.ranking._query import match_string
 
 WORDS = ["alpha", "beta", "gamma", "delta", "the", "a", "x1", "Beta", "GAMMA"]
 # Characters unicode61 splits on as Python does (punctuation, symbols, spaces), and

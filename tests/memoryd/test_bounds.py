@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import itertools
 import random
-import threading
 from unittest import mock
 
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from memoryd_fts import append, connect
+from memoryd_fts import append, connect, scan_bounds
 
-from memoryd import _maxscore
-from memoryd._bm25 import Scorer
-from memoryd._bounds import Frontier, TermBounds, best_part, read_frontiers
 from memoryd._logs import Row
-from memoryd._search import Vocabulary, averages, naive, rank
 from memoryd._store import Writer
+from memoryd.ranking import Frontier, TermBounds, Vocabulary, averages, rank
+from memoryd.ranking import _tuning as tuning
+from memoryd.ranking._bm25 import Scorer
+from memoryd.ranking._bounds import best_part, read_frontiers
+from memoryd.ranking._rank import naive
 
 from .test_search import WAYS, corpora, optimised  # noqa: F401 (a fixture)
 
@@ -32,7 +32,7 @@ def _scan(conn: object) -> tuple[Vocabulary, TermBounds]:
     bounds = TermBounds()
     frequent = vocabulary.frequent()
     assert frequent is not None
-    assert bounds.scan(conn, frequent, threading.Event())
+    assert scan_bounds(conn, bounds, frequent)
     return vocabulary, bounds
 
 
@@ -99,7 +99,7 @@ def test_with_the_bounds_the_ranking_is_the_spec_query_s(
             bounds.added(conn, append(conn, after)[0], after)
         terms = [w for w in dict.fromkeys(w.lower() for w in query) if w.isascii()]
         conn.execute("BEGIN")
-        with mock.patch.multiple(_maxscore, **WAYS[way]):
+        with mock.patch.multiple(tuning, **WAYS[way]):
             ranking = rank(conn, terms, k, vocabulary, bounds=bounds)
         baseline = naive(conn, terms, k)
         conn.execute("COMMIT")
@@ -149,15 +149,6 @@ def test_a_scan_of_a_file_since_replaced_keeps_nothing() -> None:
     assert bounds.missing()
 
 
-def test_a_scan_stopped_keeps_nothing() -> None:
-    conn = connect(["a b c"] * 50)
-    stop = threading.Event()
-    stop.set()
-    bounds = TermBounds()
-    assert not bounds.scan(conn, ["a"], stop)
-    assert bounds.missing()
-
-
 def test_rows_added_during_a_scan_are_kept() -> None:
     conn = connect(["a b c d e f"] * 50)
     bounds = TermBounds()
@@ -173,7 +164,7 @@ def test_rows_added_during_a_scan_are_kept() -> None:
 
     conn2 = conn
     wrapped = type("Wrapped", (), {"execute": staticmethod(execute)})()
-    assert bounds.scan(wrapped, ["a"], threading.Event())
+    assert scan_bounds(wrapped, bounds, ["a"])
     assert bounds.frontier("a") == {1: 1}
 
 

@@ -12,8 +12,8 @@ import sqlean
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd._query import match_string, query_terms
 from memoryd._store import SCHEMA
+from memoryd.ranking._query import match_string, query_terms
 
 SHAPE = re.compile(r'"[^"]+"( OR "[^"]+")*')
 

@@ -1,4 +1,4 @@
-"""The frequent terms' best scores, read by a process beside memoryd (`memoryd._scan`)."""
+"""The frequent terms' best scores, read by a process beside memoryd (`ranking._scan`)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import sqlean
 import trio
 from memoryd_harness import CAP_S, SESSION, append, open_index, user
 
-from memoryd._bounds import Frontier, read_frontiers
 from memoryd._index import Index
-from memoryd._scan import ScanFailed, scan_elsewhere
-from memoryd._search import Vocabulary, prepare
+from memoryd.ranking import Frontier, ScanFailed, Vocabulary, prepare, scan_elsewhere
+from memoryd.ranking._bounds import read_frontiers
 
 WORDS = ["when", "did", "we", "decide", "the", "launch", "window", "moved", "to", "thursday"]
 

@@ -13,9 +13,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from memoryd_fts import connect
 
-from memoryd import _maxscore, _search
-from memoryd._query import match_string, query_terms
-from memoryd._search import Budget, Vocabulary, averages, naive, rank
+from memoryd.ranking import Ranking, Vocabulary, averages, query_terms, rank
+from memoryd.ranking import _tuning as tuning
+from memoryd.ranking._maxscore import Budget
+from memoryd.ranking._query import match_string
+from memoryd.ranking._rank import naive
 
 COMMON = ["the", "of", "and", "to", "a", "in", "is", "it", "you", "that", "we", "what", "did"]
 RARE = [f"w{n}" for n in range(400)]
@@ -37,13 +39,13 @@ def corpus() -> Iterator[Any]:
 
 @pytest.fixture
 def optimised(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_search, "OPTIMISE_FROM_ROWS", 0)
-    monkeypatch.setattr(_search, "NAIVE_US", 0)
+    monkeypatch.setattr(tuning, "OPTIMISE_FROM_ROWS", 0)
+    monkeypatch.setattr(tuning, "NAIVE_US", 0)
 
 
 def ranked(
     conn: Any, terms: list[str], k: int, vocabulary: Vocabulary, budget: Budget | None = None
-) -> tuple[_search.Ranking, list[tuple[int, float]]]:
+) -> tuple[Ranking, list[tuple[int, float]]]:
     """Our ranking and the spec's query, in one read transaction."""
     conn.execute("BEGIN")
     try:
@@ -85,7 +87,7 @@ def test_the_ranking_is_the_spec_query_s(
     if scanned:
         vocabulary.scan(corpus)
     terms = query_terms(" ".join(words))
-    with mock.patch.multiple(_maxscore, **WAYS[way]):
+    with mock.patch.multiple(tuning, **WAYS[way]):
         ranking, baseline = ranked(corpus, terms, k, vocabulary)
     event(ranking.plan)
     assert ranking.exact
@@ -130,7 +132,7 @@ def test_on_random_corpora_the_ranking_is_the_spec_query_s(
         vocabulary = Vocabulary()
         vocabulary.scan(conn)
         terms = query_terms(" ".join(words))
-        with mock.patch.multiple(_maxscore, **WAYS[way]):
+        with mock.patch.multiple(tuning, **WAYS[way]):
             ranking, baseline = ranked(conn, terms, k, vocabulary)
     finally:
         conn.close()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from memoryd_fts import append, connect
 
-from memoryd._vocabulary import Vocabulary, walk_count
+from memoryd.ranking import Vocabulary
+from memoryd.ranking._fts5 import walk_count
 
 
 def test_counts_stay_exact_as_rows_are_added() -> None:

@@ -27,8 +27,8 @@ import msgspec
 import proto
 from proto import Label
 
-from ._bounds import Frontier
 from ._logs import Cursor
+from .ranking import Frontier
 
 __all__ = ["CLEAN_FILE", "CleanStop", "FileMark", "LogMark", "VocabularyMark", "mark_of", "take"]
 

@@ -47,18 +47,6 @@ from ._logs import (
     list_logs,
     session_logs,
 )
-from ._query import query_terms
-from ._scan import ScanFailed, scan_elsewhere
-from ._search import (
-    OPTIMISE_FROM_ROWS,
-    Found,
-    Ranking,
-    TermBounds,
-    Vocabulary,
-    fetch,
-    prepare,
-    rank,
-)
 from ._store import (
     INDEX_FILE,
     Connection,
@@ -70,10 +58,26 @@ from ._store import (
     holding_rows,
     remove_file,
     roll_back,
-    secure_fts,
     session_rows,
     set_secure_fts,
     verify,
+)
+from .ranking import (
+    OPTIMISE_FROM_ROWS,
+    Found,
+    Ranking,
+    ScanFailed,
+    TermBounds,
+    Unchecked,
+    Verdict,
+    Vocabulary,
+    fetch,
+    prepare,
+    query_terms,
+    rank,
+    scan_elsewhere,
+    secure_fts,
+    self_check,
 )
 
 __all__ = [
@@ -171,6 +175,10 @@ class Index:
         rebuilt if it was damaged."""
         self._vouched = True
         """Whether a clean stop may vouch for the file (nothing failed on it this run)."""
+        self.engine: Verdict = Unchecked()
+        """The ranking engine's self-check at start (`ranking.self_check`), for `rank`."""
+        self.engine_checked = trio.Event()
+        """Set once the self-check has run (or could not read the index)."""
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -188,6 +196,7 @@ class Index:
         async with trio.open_nursery() as nursery:
             opened = await trio.to_thread.run_sync(self._open_existing)
             nursery.start_soon(self._settle_doubt)
+            nursery.start_soon(self._check_engine)
             if opened:
                 if recover is not None:
                     await recover(True)
@@ -244,6 +253,17 @@ class Index:
         """Reading or writing the index failed: no clean stop vouches for it, and check it."""
         self._vouched = False
         self._doubted.set()
+
+    async def _check_engine(self) -> None:
+        """Once the index is open, compare the ranking engine with FTS5 (off the serving path)."""
+        await self.ready.wait()
+        try:
+            async with self._reading() as conn:
+                self.engine = await trio.to_thread.run_sync(self_check, conn, self.vocabulary)
+        except (sqlean.Error, IndexDamaged) as exc:
+            log.warning("cannot check the ranking engine: %s; it ranks unchecked", exc)
+        finally:
+            self.engine_checked.set()
 
     async def _settle_doubt(self) -> None:
         """Once a read or write failed, check the file whole (once); rebuild it if damaged.
@@ -586,7 +606,9 @@ class Index:
         try:
             conn.execute("BEGIN")
             try:
-                ranking = rank(conn, terms, k, self.vocabulary, bounds=self.bounds)
+                ranking = rank(
+                    conn, terms, k, self.vocabulary, bounds=self.bounds, verdict=self.engine
+                )
                 found = fetch(conn, [rowid for rowid, _ in ranking.rows])
             except BaseException:
                 # An I/O error may have ended the transaction already; what failed is

@@ -20,7 +20,7 @@ from datetime import datetime
 
 from proto import Class, HitSource, Label, RecallRecord, utc_stamp
 
-from ._search import Found
+from .ranking import Found
 
 __all__ = [
     "SNIPPET_CHARS",

@@ -38,6 +38,7 @@ from ._logs import (
     list_logs,
     read_log,
 )
+from .ranking import averages, texts_where
 
 __all__ = [
     "INDEX_FILE",
@@ -52,7 +53,6 @@ __all__ = [
     "private",
     "remove_file",
     "roll_back",
-    "secure_fts",
     "set_secure_fts",
     "verify",
 ]
@@ -114,16 +114,11 @@ def private(conn: Connection) -> None:
     conn.execute("PRAGMA temp_store=MEMORY")
 
 
-def secure_fts(conn: Connection) -> bool:
-    """Whether FTS5's `secure-delete` is set on `hits` (not in an index built before it)."""
-    row = conn.execute("SELECT v FROM hits_config WHERE k = 'secure-delete'").fetchone()
-    return row is not None and bool(row[0])
-
-
 def set_secure_fts(conn: Connection) -> None:
     """Set FTS5's `secure-delete` on `hits`: a delete leaves none of a row's tokens behind.
 
-    Kept in `hits_config`, so the tables' `sql` (what `verify` compares) is unchanged.
+    Kept in FTS5's own configuration (`ranking.secure_fts` reads it), so the tables' `sql`
+    (what `verify` compares) is unchanged.
     """
     conn.execute("INSERT INTO hits(hits, rank) VALUES('secure-delete', 1)")
 
@@ -157,7 +152,7 @@ def verify(conn: Connection, *, thorough: bool = False) -> None:
             if _normalised(found.get(name) or "") != _normalised(sql):
                 raise IndexDamaged(f"table {name!r} is missing or not the spec's")
         conn.execute("SELECT count(*) FROM progress").fetchone()
-        conn.execute("SELECT block FROM hits_data WHERE id = 1").fetchone()
+        averages(conn)  # a damaged FTS5 table fails here already
         if thorough:
             result = conn.execute("PRAGMA quick_check").fetchall()
             if result != [("ok",)]:
@@ -256,7 +251,7 @@ class Writer:
         try:
             for rowid, old, new in steps:
                 row = self.conn.execute(
-                    "SELECT c0 FROM hits_content WHERE id = ?", (rowid,)
+                    "SELECT text FROM hits WHERE rowid = ?", (rowid,)
                 ).fetchone()
                 if row is None:
                     conflicts.append(f"index row {rowid}: the row is gone")
@@ -292,8 +287,7 @@ def holding_rows(conn: Connection, needle: str) -> list[tuple[int, str, str, str
         # A tool call's row, `name arguments`: its arguments are JSON, judged decoded.
         return proto.holds_value(text.partition(" ")[2], needle)
 
-    conn.create_function("forget_holds", 1, holds, deterministic=True)
-    found = conn.execute("SELECT id, c0 FROM hits_content WHERE forget_holds(c0)").fetchall()
+    found = texts_where(conn, holds)
     if not found:
         return []
     sources: dict[int, tuple[str, str]] = {}

@@ -8,19 +8,18 @@ fewest tokens of a row with that count (a few pairs per term). Kept as pairs rat
 as a score, the bound stays exact whatever `N`, `n` and `avgdl` have become since, and
 rows removed later only lower the true best score: the bound stays an upper bound.
 
-`TermBounds` reads the frontiers of the frequent terms (those `Vocabulary` keeps) in one
-background scan of the index's text (`scan`), and adds every row written since
-(`added`, called by the writer before each commit). A term without a frontier gets the
-loose bound, `(k1 + 1) * idf`. Instances come from the row's text when its tokens are
-certain (`tokens_of`, and their count equal to FTS5's), otherwise from FTS5 itself: the
-rows are tokenized by a temporary FTS5 table with the same tokenizer and read back
-through fts5vocab.
+`TermBounds` keeps the frontiers of the frequent terms (those `Vocabulary` keeps), read
+in one background scan of the index's text (`read_frontiers`), and adds every row
+written since (`added`, called by the writer before each commit). A term without a
+frontier gets the loose bound, `(k1 + 1) * idf`. Instances come from the row's text when
+its tokens are certain (`tokens_of`, and their count equal to FTS5's), otherwise from
+FTS5 itself (`_fts5.Tokenizer`: the rows tokenized by a temporary FTS5 table).
 
 The index file holds the spec's schema and nothing else: the frontiers are kept beside it
 at a clean stop (`_clean`), and read again only after an unclean one or a rebuild. That
-scan costs seconds per million rows, in the background:
-memoryd runs it in a process of its own (`_scan`, `begin_elsewhere` and `install`), since
-in one of its threads the scan held the GIL most of the time and slowed every answer.
+scan costs seconds per million rows, in the background: memoryd runs it in a process of
+its own (`_scan`, between `begin_elsewhere` and `install`), since in one of its threads
+the scan held the GIL most of the time and slowed every answer.
 """
 
 from __future__ import annotations
@@ -28,20 +27,14 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
 
 from ._bm25 import K1, B, tokens_of
-from ._vocabulary import _varint
+from ._fts5 import Connection, Tokenizer, sized_texts, token_counts
 
 __all__ = ["Frontier", "TermBounds", "best_part", "merge", "read_frontiers"]
 
-Connection = Any
-
 Frontier = dict[int, int]
 """Instances in a row → the fewest tokens of a row holding the term that many times."""
-
-STEP = 20_000
-"""Rows read between two looks at the stop flag."""
 
 
 def best_part(frontier: Frontier, avgdl: float) -> float:
@@ -66,89 +59,44 @@ def merge(into: dict[bytes, Frontier], term: bytes, instances: int, size: int) -
         frontier[instances] = size
 
 
-class _Tokenizer:
-    """FTS5's own instances of each term in chosen rows (a temporary FTS5 table)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bound_rows "
-            "USING fts5(text, tokenize = 'unicode61')"
-        )
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bound_instances "
-            "USING fts5vocab(temp, bound_rows, 'instance')"
-        )
-
-    def instances(self, rows: list[tuple[int, str]]) -> dict[int, Counter[bytes]]:
-        """Each row's instances per token, as FTS5 tokenizes it."""
-        self.conn.executemany("INSERT INTO temp.bound_rows (rowid, text) VALUES (?, ?)", rows)
-        try:
-            found: dict[int, Counter[bytes]] = {rowid: Counter() for rowid, _ in rows}
-            for term, rowid, n in self.conn.execute(
-                "SELECT term, doc, count(*) FROM temp.bound_instances GROUP BY term, doc"
-            ):
-                found[rowid][str(term).encode()] = int(n)
-            return found
-        finally:
-            self.conn.execute("DELETE FROM temp.bound_rows")
-
-
 def _frontiers(
     conn: Connection,
-    rows: Iterable[tuple[int, str | None, int]],
+    rows: Iterable[tuple[int, str, int]],
     keep: set[bytes] | None,
     into: dict[bytes, Frontier],
-    stop: threading.Event | None = None,
-) -> bool:
-    """Add `(rowid, text, tokens)` rows to `into`, for the terms of `keep` (all if None).
-
-    False when `stop` was set before the end.
-    """
+) -> None:
+    """Add `(rowid, text, tokens)` rows to `into`, for the terms of `keep` (all if None)."""
     uncertain: list[tuple[int, str]] = []
     sizes: dict[int, int] = {}
-    for n, (rowid, text, size) in enumerate(rows):
-        if stop is not None and n % STEP == 0 and stop.is_set():
-            return False
-        words = tokens_of(text or "")
+    for rowid, text, size in rows:
+        words = tokens_of(text)
         if words is None or len(words) != size:
-            uncertain.append((rowid, text or ""))
+            uncertain.append((rowid, text))
             sizes[rowid] = size
             continue
         counts = Counter(words)
         for term in counts.keys() & keep if keep is not None else counts.keys():
             merge(into, term, counts[term], size)
     if uncertain:
-        tokenizer = _Tokenizer(conn)
-        for i in range(0, len(uncertain), 256):
-            for rowid, counts in tokenizer.instances(uncertain[i : i + 256]).items():
-                for term in counts.keys() & keep if keep is not None else counts.keys():
-                    merge(into, term, counts[term], sizes[rowid])
-    return True
+        for rowid, counts in Tokenizer(conn).instances(uncertain).items():
+            for term in counts.keys() & keep if keep is not None else counts.keys():
+                merge(into, term, counts[term], sizes[rowid])
 
 
-def read_frontiers(
-    conn: Connection, keep: Iterable[str], stop: threading.Event | None = None
-) -> dict[bytes, Frontier] | None:
-    """The frontiers of `keep` (the frequent terms) over the index's rows.
-
-    None when `stop` was set before the end.
-    """
-    wanted = {term.encode() for term in keep}
+def read_frontiers(conn: Connection, keep: Iterable[str]) -> dict[bytes, Frontier]:
+    """The frontiers of `keep` (the frequent terms) over every row of the index."""
     found: dict[bytes, Frontier] = {}
-    rows = conn.execute(
-        "SELECT c.id, c.c0, d.sz FROM hits_content c JOIN hits_docsize d ON d.id = c.id"
-    )
-    sized = ((rowid, text, _varint(size, 0)[0]) for rowid, text, size in rows)
-    return found if _frontiers(conn, sized, wanted, found, stop) else None
+    _frontiers(conn, sized_texts(conn), {term.encode() for term in keep}, found)
+    return found
 
 
 class TermBounds:
     """The frontiers of the frequent terms, for the live index (see the module doc).
 
-    `scan` reads them in one read transaction; `added` folds in rows committed later,
-    also while a scan runs (they go to `_pending` as well, since the scan's snapshot may
-    predate them). `clear` forgets everything when the index file is replaced.
+    A scan reads them on another connection (`begin_elsewhere`, `read_frontiers`,
+    `install`); `added` folds in rows committed later, also while a scan runs (they go to
+    `_pending` as well, since the scan's snapshot may predate them). `clear` forgets
+    everything when the index file is replaced.
     """
 
     def __init__(self) -> None:
@@ -186,19 +134,6 @@ class TermBounds:
             return None
         return frontiers.get(token.encode())
 
-    def begin(self, conn: Connection) -> int:
-        """Start a scan: its read transaction on `conn`, and `_pending` for rows added later.
-
-        Call it with no write in flight (holding the writer): a row folded in before the
-        scan began but committed after its snapshot would be in neither.
-        """
-        with self._lock:
-            generation = self._generation
-            self._pending = {}
-        conn.execute("BEGIN")
-        conn.execute("SELECT count(*) FROM hits_docsize WHERE id = 0").fetchone()  # the snapshot
-        return generation
-
     def begin_elsewhere(self) -> int:
         """Start a scan that another connection makes; the generation for `install`.
 
@@ -209,27 +144,6 @@ class TermBounds:
         with self._lock:
             self._pending = {}
             return self._generation
-
-    def scan(
-        self,
-        conn: Connection,
-        keep: Iterable[str],
-        stop: threading.Event,
-        generation: int | None = None,
-    ) -> bool:
-        """Read the frontiers of `keep` (the frequent terms) from every row of the index.
-
-        `generation` is what `begin` returned, when the caller began the scan itself
-        (otherwise it begins here). False when `stop` was set before the end (nothing is
-        kept then).
-        """
-        if generation is None:
-            generation = self.begin(conn)
-        try:
-            found = read_frontiers(conn, keep, stop)
-        finally:
-            conn.execute("COMMIT")
-        return found is not None and self.install(found, generation)
 
     def install(self, found: dict[bytes, Frontier], generation: int) -> bool:
         """Keep the frontiers a scan begun at `generation` read, with the rows added since.
@@ -274,14 +188,6 @@ class TermBounds:
 
 
 def _sized(conn: Connection, first_rowid: int, texts: list[str]) -> list[tuple[int, str, int]]:
-    """The rows with FTS5's token counts (`hits_docsize`)."""
-    sized: list[tuple[int, str, int]] = []
-    for start in range(0, len(texts), 500):
-        rowids = list(range(first_rowid + start, first_rowid + min(len(texts), start + 500)))
-        marks = ",".join("?" * len(rowids))
-        found = conn.execute(f"SELECT id, sz FROM hits_docsize WHERE id IN ({marks})", rowids)
-        sizes = {rowid: _varint(size, 0)[0] for rowid, size in found}
-        sized.extend(
-            (rowid, texts[rowid - first_rowid], sizes[rowid]) for rowid in rowids if rowid in sizes
-        )
-    return sized
+    """The rows with FTS5's token counts."""
+    sizes = token_counts(conn, list(range(first_rowid, first_rowid + len(texts))))
+    return [(rowid, texts[rowid - first_rowid], size) for rowid, size in sorted(sizes.items())]

@@ -14,12 +14,12 @@ facts:
    exact sum over R and M, and bm25 runs for those rows only.
 3. `Scorer` computes any chosen row's full bm25 bit for bit as FTS5 does.
 
-The terms fall into four groups by the share of rows holding them: rare (R, at most
-`RARE_SHARE`; the rarest term when none is), heavy (H, at least `HEAVY_SHARE`: too
-costly to walk twice), common (C, half the rows or more) and the middle (M). Every row
-lies in one of three regions, and each region is read in decreasing order of an upper
-bound on its rows' scores; rows are scored exactly until the bound falls below the k-th
-best score found (the *threshold*):
+The terms fall into four groups by the share of rows holding them (the shares are in
+`_tuning`): rare (R, at most `RARE_SHARE`; the rarest term when none is), heavy (H, at
+least `HEAVY_SHARE`: too costly to walk twice), common (C, half the rows or more) and
+the middle (M). Every row lies in one of three regions, and each region is read in
+decreasing order of an upper bound on its rows' scores; rows are scored exactly until
+the bound falls below the k-th best score found (the *threshold*):
 
 - rows with a term of R and one of M: one query, `(R) AND (M)`; a row scores at most
   its bm25 there plus the bounds of H and C;
@@ -43,49 +43,30 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from typing import Any
 
+from . import _tuning
 from ._bm25 import K1, Scorer
-from ._query import match_string
+from ._fts5 import Connection
+from ._query import RANKED, match_string
 
-__all__ = ["HEAVY_SHARE", "RARE_SHARE", "Budget", "MaxScore"]
+__all__ = ["Budget", "MaxScore"]
 
-Connection = Any
-
-RARE_SHARE = 0.02
-HEAVY_SHARE = 0.2
-FIRST_LIMIT = 4096
-"""Rows a ranked query keeps before FTS5 is asked for all of them (they are read one by
-one, as long as they can win: a larger limit costs FTS5 almost nothing)."""
-BATCH = 32
-"""Rows scored together (one read of their texts)."""
-EVAL_ROWS = 20_000
-"""A pattern holding more rows (estimated) is split rather than ranked."""
-SMALL_ROWS = 500
-"""A pattern holding fewer rows (estimated) is read rather than split."""
-LIST_ROWS = 2000
-"""A listed pattern holding more rows than this is ranked instead."""
-WALK_US, LIST_US, FTS5_ROW_US, SCORE_ROW_US = 0.04, 0.1, 1.5, 12.0
-"""Measured costs on the benchmark machine, in microseconds: FTS5 counting a term's rows
-per posting, listing an AND per posting of its rarest term, scoring a row with bm25,
-and `Scorer` scoring a row."""
 SLACK = 1e-9
-"""Relative margin on every bound: FTS5 sums a query's phrases in its own order."""
+"""Relative margin on every bound: FTS5 sums a query's phrases in its own order (a margin
+for rounding, not a knob)."""
 
-
-_RANKED = "SELECT rowid, bm25(hits) FROM hits WHERE hits MATCH ? ORDER BY bm25(hits) LIMIT ?"
 _LISTED = "SELECT rowid FROM hits WHERE hits MATCH ? LIMIT ?"
 
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-    """How far one search may go before it settles for the best rows seen."""
+    """How far one search may go before it settles for the best rows seen (see `_tuning`)."""
 
-    patterns: float = 60_000
+    patterns: float = _tuning.PATTERN_BUDGET_US
     """Estimated cost of the queries for rows without a rare term, in microseconds."""
-    rows: int = 5000
+    rows: int = _tuning.ROW_BUDGET
     """Rows scored by `Scorer`."""
-    nodes: int = 4000
+    nodes: int = _tuning.NODE_BUDGET
     """Patterns considered."""
 
 
@@ -119,11 +100,11 @@ class MaxScore:
         n = range(len(self.terms))
         self.common = [i for i in n if 2 * counts[i] >= rows]
         self.live = [i for i in n if counts[i] > 0 and 2 * counts[i] < rows]
-        self.rare = [i for i in self.live if counts[i] <= RARE_SHARE * rows]
+        self.rare = [i for i in self.live if counts[i] <= _tuning.RARE_SHARE * rows]
         if not self.rare and self.live:
             self.rare = [min(self.live, key=lambda i: (counts[i], i))]
         self.heavy = [
-            i for i in self.live if counts[i] >= HEAVY_SHARE * rows and i not in self.rare
+            i for i in self.live if counts[i] >= _tuning.HEAVY_SHARE * rows and i not in self.rare
         ]
         self.middle = [i for i in self.live if i not in self.rare and i not in self.heavy]
         self.share = [c / rows for c in counts]
@@ -136,7 +117,7 @@ class MaxScore:
         FTS5 walks every term's postings and scores every row holding one.
         """
         holding = min(self.rows, sum(self.counts))
-        return sum(self.counts) * WALK_US + holding * FTS5_ROW_US
+        return sum(self.counts) * _tuning.WALK_US + holding * _tuning.FTS5_ROW_US
 
     def plan(self) -> str:
         """A name for what the search did, for the benchmark's tally."""
@@ -176,16 +157,16 @@ class MaxScore:
 
         False once the row budget is spent.
         """
-        for limit in (FIRST_LIMIT, -1):
+        for limit in (_tuning.FIRST_LIMIT, -1):
             seen = 0
             batch: list[int] = []
-            for rowid, bm25 in self.conn.execute(_RANKED, (match, limit)):
+            for rowid, bm25 in self.conn.execute(RANKED, (match, limit)):
                 seen += 1
                 if self._below(-bm25 + slack):
                     return self.offer(batch)
                 if rowid not in self.scored:
                     batch.append(rowid)
-                if len(batch) >= BATCH or len(self._best) < self.k:
+                if len(batch) >= _tuning.BATCH or len(self._best) < self.k:
                     if not self.offer(batch):
                         return False
                     batch = []
@@ -205,12 +186,16 @@ class MaxScore:
         """
         # Past `most` rows ranking is the cheaper: the listing stops there, not at
         # `LIST_ROWS` (reading rows it would not use cost as much as a small pattern).
-        per_row = SCORE_ROW_US - FTS5_ROW_US
-        most = LIST_ROWS if per_row <= 0 else min(LIST_ROWS, int(ranking_us / per_row))
+        per_row = _tuning.SCORE_ROW_US - _tuning.FTS5_ROW_US
+        most = (
+            _tuning.LIST_ROWS if per_row <= 0 else min(_tuning.LIST_ROWS, int(ranking_us / per_row))
+        )
         found = [r for (r,) in self.conn.execute(_LISTED, (match, most + 1))]
         if len(found) > most:
             return None
-        return all(self.offer(found[i : i + BATCH]) for i in range(0, len(found), BATCH))
+        return all(
+            self.offer(found[i : i + _tuning.BATCH]) for i in range(0, len(found), _tuning.BATCH)
+        )
 
     def run(self) -> list[tuple[int, float]] | None:
         """The k best rows, or None when only the spec's query can tell (see `_patterns`)."""
@@ -271,7 +256,9 @@ class MaxScore:
             # heavy term is only split on to reach rows without a middle term.
             typical = sum(self.scorer.idf[i] for i in pattern)
             loose = undecided[j] + slack > self.threshold() - typical
-            split = not pattern or (rows > SMALL_ROWS and (rows > EVAL_ROWS or loose))
+            split = not pattern or (
+                rows > _tuning.SMALL_ROWS and (rows > _tuning.EVAL_ROWS or loose)
+            )
             # Always split when the rows without the next term cannot win: only the
             # (fewer) rows with it are left to read.
             split = split or self._below(own + undecided[min(j + 1, len(order))] + slack)
@@ -283,9 +270,11 @@ class MaxScore:
             # FTS5 ranks them (it walks every term's postings to count them, then scores
             # each row), or lists them without bm25 (a walk of the rarest term) and every
             # row is scored here.
-            walks = sum(self.counts[i] for i in pattern) * WALK_US
-            ranking = walks + rows * FTS5_ROW_US
-            listing = min(self.counts[i] for i in pattern) * LIST_US + rows * SCORE_ROW_US
+            walks = sum(self.counts[i] for i in pattern) * _tuning.WALK_US
+            ranking = walks + rows * _tuning.FTS5_ROW_US
+            listing = (
+                min(self.counts[i] for i in pattern) * _tuning.LIST_US + rows * _tuning.SCORE_ROW_US
+            )
             cost = min(ranking, listing)
             if others and spent + cost > self.budget.patterns and len(self._best) >= self.k:
                 self.exact = False

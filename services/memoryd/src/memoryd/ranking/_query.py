@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["match_string", "query_terms"]
+__all__ = ["RANKED", "match_string", "query_terms"]
+
+RANKED = "SELECT rowid, bm25(hits) FROM hits WHERE hits MATCH ? ORDER BY bm25(hits) LIMIT ?"
+"""The spec's query: a MATCH string and k; rowids and bm25, best first (ties in rowid order)."""
 
 
 def _is_term_char(char: str) -> bool:

@@ -1,9 +1,9 @@
 """What bm25 needs to know about the index, read without walking postings per query.
 
 FTS5's bm25 uses three statistics: the rows in the table and the tokens in them (kept by
-FTS5 in `hits_data` id 1, read by `averages`), the token count of a row (`hits_docsize`),
-and, per query term, the rows holding it. FTS5 counts the last by walking the term's
-postings; fts5vocab does the same. For a word in most rows that walk costs hundreds of
+FTS5 in its averages record, read by `_fts5.averages`), the token count of a row, and,
+per query term, the rows holding it. FTS5 counts the last by walking the term's
+postings; `_fts5.walk_count` does the same. For a word in most rows that walk costs hundreds of
 milliseconds at ten million rows, so `Vocabulary` keeps the counts of the frequent terms
 from one background scan and brings them up to date per query by counting only the rows
 added since (`rowid > last`), which FTS5 seeks to.
@@ -15,51 +15,11 @@ import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
-__all__ = ["Vocabulary", "averages", "doc_sizes", "prepare", "walk_count"]
+from . import _tuning
+from ._fts5 import Connection, averages, frequent_terms, walk_count
 
-Connection = Any
-
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    value = 0
-    for j in range(8):
-        byte = data[i + j]
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            return value, i + j + 1
-    return (value << 8) | data[i + 8], i + 9
-
-
-def averages(conn: Connection) -> tuple[int, int]:
-    """FTS5's own totals, as bm25 sees them: rows, and tokens in all rows."""
-    row = conn.execute("SELECT block FROM hits_data WHERE id = 1").fetchone()
-    if row is None or not row[0]:
-        return 0, 0
-    rows, i = _varint(row[0], 0)
-    tokens, _ = _varint(row[0], i) if i < len(row[0]) else (0, i)
-    return rows, tokens
-
-
-def doc_sizes(conn: Connection, rowids: list[int]) -> dict[int, int]:
-    """The token count of each row, from FTS5's `hits_docsize`."""
-    marks = ",".join("?" * len(rowids))
-    found = conn.execute(f"SELECT id, sz FROM hits_docsize WHERE id IN ({marks})", rowids)
-    return {rowid: _varint(size, 0)[0] for rowid, size in found}
-
-
-def prepare(conn: Connection) -> None:
-    """Make `temp.hits_vocab` (fts5vocab) on a reading connection."""
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.hits_vocab USING fts5vocab(main, hits, 'row')"
-    )
-
-
-def walk_count(conn: Connection, token: str) -> int:
-    """The rows holding `token`, counted from its postings (fts5vocab)."""
-    row = conn.execute("SELECT doc FROM temp.hits_vocab WHERE term = ?", (token,)).fetchone()
-    return int(row[0]) if row else 0
+__all__ = ["Vocabulary"]
 
 
 def _tail_count(conn: Connection, token: str, after: int) -> int:
@@ -73,15 +33,13 @@ class Vocabulary:
     """How many rows hold a term, exactly, without walking its postings on every query.
 
     One scan (`scan`, in the background) reads the counts of the terms in at least
-    `KEEP` of the rows, and the last rowid then. A count asked for later is that count
+    `KEEP_SHARE` of the rows, and the last rowid then. A count asked for later is that count
     plus the rows past that rowid holding the term. Rows are only ever appended with
     higher rowids; whoever removes rows does it inside `removing`. A term not kept was
-    in fewer than `KEEP` of the rows: its own walk is short. Once the index has grown by
-    more than `STALE` since the scan, `stale` says so, and the caller scans again.
+    in fewer than `KEEP_SHARE` of the rows: its own walk is short. Once the index has grown
+    by more than `STALE_SHARE` since the scan, `stale` says so, and the caller scans again
+    (both in `_tuning`).
     """
-
-    KEEP = 0.001
-    STALE = 0.01
 
     def __init__(self) -> None:
         self._snapshot: tuple[dict[str, int], int, int] | None = None
@@ -117,7 +75,7 @@ class Vocabulary:
     def stale(self, rows: int) -> bool:
         """Whether the snapshot is missing or too old for an index of `rows` rows."""
         snapshot = self._snapshot
-        return snapshot is None or not 0 <= rows - snapshot[1] <= self.STALE * snapshot[1]
+        return snapshot is None or not 0 <= rows - snapshot[1] <= _tuning.STALE_SHARE * snapshot[1]
 
     def scan(self, conn: Connection) -> None:
         """Read the counts of the frequent terms, in one read transaction."""
@@ -127,11 +85,7 @@ class Vocabulary:
         try:
             rows, _ = averages(conn)
             last = conn.execute("SELECT coalesce(max(rowid), 0) FROM sources").fetchone()[0]
-            floor = max(1, math.ceil(self.KEEP * rows))
-            frequent = conn.execute(
-                "SELECT term, doc FROM temp.hits_vocab WHERE doc >= ?", (floor,)
-            )
-            counts = {str(term): int(doc) for term, doc in frequent}
+            counts = frequent_terms(conn, max(1, math.ceil(_tuning.KEEP_SHARE * rows)))
         finally:
             conn.execute("COMMIT")
         with self._lock:
@@ -154,7 +108,7 @@ class Vocabulary:
         return None if snapshot is None else snapshot[1]
 
     def frequent(self) -> list[str] | None:
-        """The terms the last scan kept (in at least `KEEP` of the rows), or None."""
+        """The terms the last scan kept (in at least `KEEP_SHARE` of the rows), or None."""
         snapshot = self._snapshot
         return None if snapshot is None else list(snapshot[0])
 

@@ -1,4 +1,4 @@
-"""The frequent terms' best scores, read by a process of its own (`python -m memoryd._scan`).
+"""The frequent terms' best scores, read by a process of its own (`-m memoryd.ranking._scan`).
 
 The scan tokenizes every row of the index in Python: minutes of CPU at ten million rows.
 In a thread of memoryd it held the GIL nearly all the time, and every answer memoryd gave
@@ -22,12 +22,10 @@ import msgspec
 import sqlean
 import trio
 
+from . import _tuning
 from ._bounds import Frontier, read_frontiers
 
 __all__ = ["ScanFailed", "ScanRequest", "main", "scan_elsewhere"]
-
-NICENESS = 10
-"""How much lower than memoryd the scan runs: answers first, the loose bounds meanwhile."""
 
 
 class ScanRequest(msgspec.Struct, frozen=True):
@@ -54,7 +52,7 @@ async def scan_elsewhere(index: Path, terms: list[str]) -> dict[bytes, Frontier]
     """
     request = msgspec.json.encode(ScanRequest(index=os.fspath(index), terms=terms))
     done = await trio.run_process(
-        [sys.executable, "-m", "memoryd._scan"],
+        [sys.executable, "-m", "memoryd.ranking._scan"],
         stdin=request,
         capture_stdout=True,
         capture_stderr=True,
@@ -76,7 +74,7 @@ def main() -> int:
     """The child: read the request, scan, write the frontiers."""
     request = msgspec.json.decode(sys.stdin.buffer.read(), type=ScanRequest)
     with contextlib.suppress(OSError):  # systemd's unit refuses setpriority: memoryd's then
-        os.nice(NICENESS)
+        os.nice(_tuning.NICENESS)  # answers first, the loose bounds meanwhile
     uri = Path(request.index).resolve().as_uri() + "?mode=ro"
     conn = sqlean.connect(uri, uri=True, isolation_level=None)
     try:
@@ -86,7 +84,6 @@ def main() -> int:
         conn.execute("COMMIT")
     finally:
         conn.close()
-    assert found is not None  # nothing stops it but a signal
     sys.stdout.buffer.write(
         msgspec.json.encode({term.decode(): frontier for term, frontier in found.items()})
     )

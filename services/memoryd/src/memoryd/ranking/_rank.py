@@ -1,48 +1,30 @@
 """Ranking recall's hits, blocking: the spec's query, its top k found without it, the hits.
 
-`rank` answers with the spec's bm25 top k. Below `OPTIMISE_FROM_ROWS` rows, when a
-term is of another script (only FTS5 knows its tokens, so `Scorer` cannot count them),
-and when the spec's query is cheap anyway (every term rare, or an estimated cost under
-`NAIVE_US`), it runs the spec's query as it is (`naive`); otherwise `MaxScore` finds the
-same rows without scoring every row that holds a term (see `_maxscore`).
+`rank` answers with the spec's bm25 top k. When the self-check at start found the
+engine wrong here (`_check`), below `OPTIMISE_FROM_ROWS` rows, when a term is of another
+script (only FTS5 knows its tokens, so `Scorer` cannot count them), and when the spec's
+query is cheap anyway (every term rare, or an estimated cost under `NAIVE_US`), it runs
+the spec's query as it is (`naive`); otherwise `MaxScore` finds the same rows without
+scoring every row that holds a term (see `_maxscore`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import assert_never
 
 from proto import HitSource
 
+from . import _tuning
 from ._bm25 import Scorer
 from ._bounds import TermBounds, best_part
-from ._maxscore import HEAVY_SHARE, RARE_SHARE, Budget, MaxScore
-from ._query import match_string
-from ._vocabulary import Vocabulary, averages, prepare, walk_count
+from ._check import UNCHECKED, Agrees, Distrusted, Unchecked, Verdict
+from ._fts5 import Connection, averages
+from ._maxscore import Budget, MaxScore
+from ._query import RANKED, match_string
+from ._vocabulary import Vocabulary
 
-__all__ = [
-    "HEAVY_SHARE",
-    "OPTIMISE_FROM_ROWS",
-    "RARE_SHARE",
-    "Budget",
-    "Found",
-    "Ranking",
-    "TermBounds",
-    "Vocabulary",
-    "averages",
-    "fetch",
-    "naive",
-    "prepare",
-    "rank",
-    "walk_count",
-]
-
-Connection = Any
-
-OPTIMISE_FROM_ROWS = 20_000
-NAIVE_US = 30_000
-"""The spec's query runs as it is when its estimated cost is below this (microseconds)."""
-_RANKED = "SELECT rowid, bm25(hits) FROM hits WHERE hits MATCH ? ORDER BY bm25(hits) LIMIT ?"
+__all__ = ["Found", "Ranking", "fetch", "naive", "rank"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +37,8 @@ class Ranking:
     marked: list[str] = dataclasses.field(default_factory=list)
     """The terms a snippet is centred on: the rarest ones the ranking used."""
     indexed: int = 0
-    """The rows in the index when it was ranked."""
+    """The rows in the index when it was ranked (0 when the engine is distrusted: it then
+    reads none of FTS5's statistics)."""
     scored: int = 0
     """The rows `Scorer` scored (the benchmark shows it)."""
 
@@ -70,7 +53,7 @@ class Found:
 
 
 def _top(conn: Connection, match: str, limit: int) -> list[tuple[int, float]]:
-    return [(int(r), float(s)) for r, s in conn.execute(_RANKED, (match, limit))]
+    return [(int(r), float(s)) for r, s in conn.execute(RANKED, (match, limit))]
 
 
 def naive(conn: Connection, terms: list[str], k: int) -> list[tuple[int, float]]:
@@ -85,11 +68,24 @@ def rank(
     vocabulary: Vocabulary,
     budget: Budget | None = None,
     bounds: TermBounds | None = None,
+    *,
+    verdict: Verdict = UNCHECKED,
 ) -> Ranking:
     """The k best rows for `terms`, as the spec's query ranks them (see the module doc).
 
     Runs inside the caller's read transaction, so every count is of one snapshot.
+    `verdict` is the self-check's (`self_check`): the engine ranks unless it is
+    `Distrusted`.
     """
+    match verdict:
+        case Distrusted():
+            # Nothing of FTS5's private layout is read: that may be what changed.
+            found = naive(conn, terms, k)
+            return Ranking(found, "naive, engine distrusted", exact=True, marked=terms)
+        case Unchecked() | Agrees():
+            pass
+        case _:
+            assert_never(verdict)
     rows, tokens = averages(conn)
     if not terms or rows == 0:
         return Ranking([], "empty", exact=True, marked=terms, indexed=rows)
@@ -97,7 +93,7 @@ def rank(
     def as_is(plan: str) -> Ranking:
         return Ranking(naive(conn, terms, k), plan, exact=True, marked=terms, indexed=rows)
 
-    if rows < OPTIMISE_FROM_ROWS:
+    if rows < _tuning.OPTIMISE_FROM_ROWS:
         return as_is("naive")
     lowered = [t.lower() for t in terms]
     if not all(t.isascii() and t.isalnum() for t in lowered):
@@ -114,7 +110,7 @@ def rank(
         return as_is("naive, only common words")
     if not (search.middle or search.heavy or search.common):
         return as_is("naive")
-    if search.naive_cost() <= NAIVE_US:
+    if search.naive_cost() <= _tuning.NAIVE_US:
         return as_is("naive, cheap")
     answer = search.run()
     if answer is None:

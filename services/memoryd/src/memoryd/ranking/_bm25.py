@@ -10,7 +10,7 @@ are FTS5's, bit for bit (the tests check it), given the row counts `n` of every 
 The instances come from the row's text when its tokens are certain: ASCII text, or text
 whose other characters are all separators (punctuation, symbols, spaces), which
 unicode61 splits on as `str.isalnum` does on ASCII; the token count must then match
-FTS5's own (`hits_docsize`). Otherwise (a letter with an accent, another script, a
+FTS5's own (`_fts5.sized_texts`). Otherwise (a letter with an accent, another script, a
 private-use character) FTS5 marks the instances itself: `highlight()`, one query per term.
 """
 
@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from typing import Any
 
-from ._vocabulary import _varint
+from ._fts5 import Connection, sized_texts
 
 __all__ = ["K1", "B", "Scorer", "idf", "tokens_of"]
 
-Connection = Any
-
 K1, B = 1.2, 0.75
+"""FTS5's bm25 parameters (fts5_aux.c's defaults: `hits` sets none)."""
 MARK = "\ue000"
 """The marker `highlight()` puts before each instance of a term (a private-use character)."""
 
@@ -75,19 +73,12 @@ class Scorer:
         """Each row's bm25, as `bm25(hits)` gives it (negative: lower is better)."""
         if not rowids:
             return {}
-        marks = ",".join("?" * len(rowids))
-        found = self.conn.execute(
-            "SELECT c.id, c.c0, d.sz FROM hits_content c JOIN hits_docsize d ON d.id = c.id "
-            f"WHERE c.id IN ({marks})",
-            rowids,
-        )
         freqs: dict[int, list[float]] = {}
         sizes: dict[int, float] = {}
         uncertain: list[int] = []
-        for rowid, text, size in found:
-            tokens = _varint(size, 0)[0]
+        for rowid, text, tokens in sized_texts(self.conn, rowids):
             sizes[rowid] = float(tokens)
-            words = tokens_of(text or "")
+            words = tokens_of(text)
             if words is None or len(words) != tokens:
                 uncertain.append(rowid)
                 continue

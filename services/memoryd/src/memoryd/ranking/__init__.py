@@ -1,0 +1,47 @@
+"""memoryd's recall engine: the spec's bm25 top k, found without ranking every row.
+
+`rank` is the one entry point: it answers as the spec's query would (`naive`), by that
+query itself or by a branch and bound over FTS5 queries (`_maxscore`) that needs what
+FTS5 knows about the index (`Vocabulary`, `TermBounds`, read in the background; the
+frontiers by `scan_elsewhere`, in a process of its own). `self_check` compares the
+engine with FTS5's `bm25()` once at start; `rank` serves the spec's query when it is
+`Distrusted`.
+
+Inside, `_fts5` is the only module that reads FTS5's private tables (a test holds the
+rest of memoryd to that); those beyond the engine that need FTS5's stored text or
+settings use its functions exported here. The knobs are in `_tuning`, each with the
+bench that set it. The rest of memoryd imports from here only, never a `_module` of it.
+"""
+
+from ._bounds import Frontier, TermBounds
+from ._check import Agrees, Distrusted, Unchecked, Verdict, self_check
+from ._fts5 import TESTED_SQLITE, averages, prepare, secure_fts, texts_where
+from ._query import query_terms
+from ._rank import Found, Ranking, fetch, rank
+from ._scan import ScanFailed, scan_elsewhere
+from ._tuning import OPTIMISE_FROM_ROWS
+from ._vocabulary import Vocabulary
+
+__all__ = [
+    "OPTIMISE_FROM_ROWS",
+    "TESTED_SQLITE",
+    "Agrees",
+    "Distrusted",
+    "Found",
+    "Frontier",
+    "Ranking",
+    "ScanFailed",
+    "TermBounds",
+    "Unchecked",
+    "Verdict",
+    "Vocabulary",
+    "averages",
+    "fetch",
+    "prepare",
+    "query_terms",
+    "rank",
+    "scan_elsewhere",
+    "secure_fts",
+    "self_check",
+    "texts_where",
+]
