@@ -565,6 +565,14 @@ def main(argv: list[str]) -> None:
             def say(what: str, done: int, total: int, task: TaskID = task) -> None:
                 progress.update(task, description=what, completed=done, total=total)
 
-            homes.append(_age_home.cached_home(args.cache, years, rebuild=args.rebuild, say=say))
+            home, facts = _age_home.cached_home(args.cache, years, rebuild=args.rebuild, say=say)
+            progress.update(
+                task,
+                description=f"home of {_age_home.age_name(years)}: {facts.sessions:,} sessions "
+                f"(built in {facts.built_s:.0f} s), {home}",
+                completed=1,
+                total=1,
+            )
+            homes.append((home, facts))
     measured = [measure(home, facts, args.runs, args.cache) for home, facts in homes]
     report(ages, measured, args.runs)
