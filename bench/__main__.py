@@ -12,6 +12,7 @@ BENCHES = {
     "turn": "bench.turn",
     "cache": "bench.cache",
     "forget": "bench.forget",
+    "age": "bench.age",
 }
 
 
