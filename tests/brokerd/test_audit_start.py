@@ -65,6 +65,21 @@ async def test_a_record_after_the_checkpoint_is_walked_at_start(tmp_path: Path) 
     assert "2026-09.jsonl line 3: its MAC does not match" in audit.broken
 
 
+async def test_records_after_the_checkpoint_in_its_own_month_keep_it_usable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A home in use: its checkpoint's month file has grown since. The start uses the
+    # checkpoint still (the change before it is verify's to find, not the start's).
+    await _checkpointed(tmp_path, 3)
+    await written(tmp_path, SEPT, SEPT)
+    _same_size_change(tmp_path / "2026-09.jsonl", 1)
+    with caplog.at_level(logging.INFO, logger="brokerd.audit"):
+        audit = opened(tmp_path)
+    assert WHOLE_WALK not in caplog.text
+    assert audit.broken is None
+    assert (await verified(audit)).broken_at is not None
+
+
 async def test_a_torn_tail_after_the_checkpoint_is_cut_at_start(tmp_path: Path) -> None:
     await _checkpointed(tmp_path, 2)
     path = tmp_path / "2026-09.jsonl"

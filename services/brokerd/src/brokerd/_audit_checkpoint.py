@@ -149,7 +149,12 @@ def _unusable(directory: Path, key: bytes, data: bytes, head_records: int) -> Ch
     if files.keys() != checkpoint.sizes.keys():
         return "the month files up to its own are not the ones it lists"
     for name, path in files.items():
-        if path.stat().st_size != checkpoint.sizes[name]:
+        size = path.stat().st_size
+        # Its own month file grows with every record after it: only what it covers is
+        # fixed (and its last line is checked below); a month before is complete.
+        if size < checkpoint.sizes[name] or (
+            name != checkpoint.file and size > checkpoint.sizes[name]
+        ):
             return f"{name} is not the size it records"
     last = _line_before(files[checkpoint.file], checkpoint.sizes[checkpoint.file])
     try:
