@@ -9,27 +9,27 @@ default:
 # install every member and the dev tools into .venv
 [group("env")]
 sync:
-    uv sync --all-packages
+    uv sync --all-packages --group dev
 
 # format and autofix
 [group("dev")]
 fmt:
-    uv run ruff format .
-    uv run ruff check --fix .
+    uv run --group dev ruff format .
+    uv run --group dev ruff check --fix .
 
 [group("gate")]
 lint:
-    uv run ruff format --check .
-    uv run ruff check .
+    uv run --group dev ruff format --check .
+    uv run --group dev ruff check .
 
 [group("gate")]
 typecheck:
-    uv run mypy
+    uv run --group dev mypy
 
 # extra args go to pytest: `just test -k frame -x`
 [group("gate")]
 test *args:
-    uv run pytest -q {{ args }}
+    uv run --group dev pytest -q {{ args }}
 
 # The gate without the model: lint, types, every test, in two pytest workers (most
 # end-to-end tests wait on processes and sockets; a file's tests share one worker).
@@ -40,16 +40,16 @@ check: lint typecheck (test "-n 2 --dist loadfile")
 # compiles llama-cpp-python (several minutes, shown by uv); then its cache holds it.
 [group("gate")]
 check-model *args:
-    uv run --group model pytest -q -s -m model tests/model {{ args }}
+    uv run --group dev --group model pytest -q -s -m model tests/model {{ args }}
 
 # a chaos day: the owner's day while roles are killed (not in the gate; a short one is):
 # `just chaos --kills 100`
 [group("bench")]
 chaos *args:
-    uv run python tests/chaos.py {{ args }}
+    uv run --group dev python tests/chaos.py {{ args }}
 
 # benchmarks (not in the gate): `just bench sockets`. With the model group, which
 # `just bench cache` needs (the embedded model); the other benchmarks do not import it.
 [group("bench")]
 bench *args:
-    uv run --group model python -m bench {{ args }}
+    uv run --group dev --group model python -m bench {{ args }}

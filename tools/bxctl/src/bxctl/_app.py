@@ -460,20 +460,31 @@ def _part(part: str) -> str:
 
 @memory.command
 def history(
-    *, home: Home = None, file: Literal["memory", "user"] | None = None, json: Json = False
+    *,
+    home: Home = None,
+    file: Literal["memory", "user"] | None = None,
+    limit: int | None = None,
+    every: Annotated[bool, Parameter(name="--all", negative="")] = False,
+    json: Json = False,
 ) -> int:
-    """Every applied memory edit, newest first, each with its id, as a diff of entries.
+    """The newest memory edits first, each with its id, as a diff of entries.
 
-    Example: bxctl memory history --file user
+    Example: bxctl memory history --file user --limit 50
 
     Args:
         home: the boxmaker home.
         file: only edits of memory.md ("memory") or user.md ("user").
+        limit: how many of the newest edits to show (default 20; with --json, every one).
+        every: show every edit, however old.
         json: print JSON for scripts.
     """
-    from ._owner import memory_history
+    from ._owner import HISTORY_LIMIT, memory_history
 
-    return memory_history(_home(home), file, as_json=json)
+    if every:
+        limit = None
+    elif limit is None and not json:
+        limit = HISTORY_LIMIT
+    return memory_history(_home(home), file, as_json=json, limit=limit)
 
 
 @app.command(sort_key=12)

@@ -31,9 +31,9 @@ __all__ = [
 ]
 
 INSTALL_HINT = (
-    "the embedded model is not installed: run `uv run --group model bxctl up` (the first "
-    "run compiles llama-cpp-python, several minutes), or set [model] url in loopd.toml to "
-    "your own OpenAI-compatible server"
+    "the embedded model is not installed: `bxctl up` installs it the first time (from the "
+    "checkout, with uv: it compiles llama-cpp-python, several minutes), or set [model] url "
+    "in loopd.toml to your own OpenAI-compatible server"
 )
 DEMO_NOTICE = (
     "this is the embedded demo model (SmolLM2, 135M parameters): it answers in plain text "

@@ -220,17 +220,31 @@ def _diff(line: JournalLine) -> list[str]:
     return out
 
 
-def journal(home: Path, file: proto.MemoryFile | None = None) -> list[HistoryEdit]:
-    """The edit journal, newest first, a frame's worth at a time."""
+HISTORY_LIMIT = 20
+"""How many edits `memory history` shows unless told (the newest; `--all` shows every one)."""
+
+
+def journal(
+    home: Path, file: proto.MemoryFile | None = None, limit: int | None = None
+) -> tuple[list[HistoryEdit], int]:
+    """The newest `limit` edits (every one when None), newest first; and how many are older.
+
+    memoryd reads the journal from its end, a frame's worth a page: only the pages that
+    hold them are asked for, so an old journal costs no more than a young one.
+    """
     path = Sockets(home).path(proto.OWNER_MEMORY)
     edits: list[HistoryEdit] = []
     before: int | None = None
-    while before != 0:
+    while before != 0 and (limit is None or len(edits) < limit):
         request = MemoryHistory(file=file, before=before)
         reply = ask(path, proto.OWNER_MEMORY, request, MemoryHistoryReply)
         edits += reversed(reply.edits)
         before = reply.older if reply.edits else 0
-    return edits
+    older = before or 0
+    if limit is not None and len(edits) > limit:
+        older += len(edits) - limit
+        edits = edits[:limit]
+    return edits, older
 
 
 def _by_a_forget(change: HandChange) -> bool:
@@ -248,9 +262,22 @@ def _forgotten_since(plan: str | msgspec.UnsetType) -> str:
     return f"  (a forgotten text taken out by {inline(plan)}; cannot be undone)"
 
 
-def memory_history(home: Path, file: proto.MemoryFile | None, *, as_json: bool) -> int:
-    """The edit journal, newest first, each edit with its id, as a diff of entries."""
-    edits = journal(home, file)
+def memory_history(
+    home: Path, file: proto.MemoryFile | None, *, as_json: bool, limit: int | None
+) -> int:
+    """The newest `limit` edits (None: all), newest first, each with its id, as a diff."""
+    if limit is not None and limit < 1:
+        raise CommandError(f"--limit is how many edits to show, at least 1; {limit} is not")
+    edits, older = journal(home, file, limit)
+    shown = _show_history(edits, as_json=as_json)
+    if older:
+        more = f"memory history{'' if file is None else f' --file {file}'} --limit "
+        more += str(min(older + len(edits), 10 * len(edits)))
+        print(f"{older:,} older: `{bxctl(more)}`, or `--all`", file=sys.stderr)
+    return shown
+
+
+def _show_history(edits: list[HistoryEdit], *, as_json: bool) -> int:
     if as_json:
         print_json([{"id": edit.id, **msgspec.to_builtins(edit.line)} for edit in edits])
         return 0

@@ -54,6 +54,7 @@ from ._embedded import (
     worth_showing,
 )
 from ._init import init_home
+from ._model_install import ensure_model
 from ._restarts import Died, End, FailedStart, GiveUp, Restart, RestartPolicy
 
 __all__ = ["ROLES", "up"]
@@ -361,6 +362,8 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
             f"bxctl: created a new home in {home} ({len(created)} files and folders)",
             file=sys.stderr,
         )
+    if embedded_configured(home):
+        await ensure_model()  # the first time: installed here, its build shown
     notify_dir = Path(tempfile.mkdtemp(prefix="bxup", dir="/tmp"))
     children: list[_Child] = []
     # Each role watches the read end; bxctl alone holds the write end (not inherited), so
