@@ -37,6 +37,7 @@ BUILD = (
     "Building llama-cpp-python==0.3.36\n"
     "[ 12%] Building C object vendor/llama.cpp/ggml/src/CMakeFiles/ggml-base.dir/ggml.c.o\n"
     "[ 45%] Building CXX object vendor/llama.cpp/src/CMakeFiles/llama.dir/llama.cpp.o\n"
+    "DEBUG [42/140] /usr/bin/g++ -DGGML_BACKEND_SHARED -c ggml-cpu.c\n"
 )
 
 
@@ -135,6 +136,9 @@ async def test_the_build_shows_how_far_it_is_on_a_terminal(
     err = capsys.readouterr().err
     assert "\r  installing the embedded model: 12%, 0:00  [ 12%] Building C object" in err
     assert "\r  installing the embedded model: 45%, 0:00  [ 45%] Building CXX" in err
+    assert (
+        "\r  installing the embedded model: 30%, 0:00  compiling llama.cpp, step 42 of 140" in err
+    )
     assert err.endswith("bxctl: the embedded model is installed\n")
 
 

@@ -42,6 +42,9 @@ QUIET_REPORT_S = 30.0
 """Without a terminal, a progress line every so often (a log, not a status line)."""
 
 _PERCENT = re.compile(rb"\[\s*(\d{1,3})%\]")
+"""make's progress: `[ 45%] Building CXX object …`."""
+_STEPS = re.compile(rb"\[(\d{1,6})/(\d{1,6})\]")
+"""ninja's (what the build uses when it can): `[42/140] /usr/bin/g++ …`."""
 
 
 def model_installed() -> bool:
@@ -174,13 +177,19 @@ class _Status:
         self.width = shutil.get_terminal_size((100, 24)).columns - 1
 
     def saw(self, raw: bytes, text: str) -> None:
+        step = ""
         if found := _PERCENT.search(raw):
             self.percent = min(int(found.group(1)), 100)
+        elif (steps := _STEPS.search(raw)) and int(steps.group(2)) > 0:
+            done_steps, total = int(steps.group(1)), int(steps.group(2))
+            self.percent = min(100 * done_steps // total, 100)
+            step = f"compiling llama.cpp, step {done_steps} of {total}"
         elapsed = time.monotonic() - self.began
         clock = f"{int(elapsed) // 60}:{int(elapsed) % 60:02d}"
         done = f"{self.percent}%, " if self.percent is not None else ""
         if self.terminal:
-            line = f"  installing the embedded model: {done}{clock}  {inline(text)}"
+            what = step or inline(text.removeprefix("DEBUG ").strip())
+            line = f"  installing the embedded model: {done}{clock}  {what}"
             sys.stderr.write("\r" + line[: self.width].ljust(self.width))
             sys.stderr.flush()
         elif time.monotonic() - self.last_report >= QUIET_REPORT_S:
