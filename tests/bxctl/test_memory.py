@@ -318,7 +318,7 @@ async def test_why_tells_where_each_entry_came_from(
 def applied(action: str, before: list[str], after: list[str], **more: object) -> AppliedEdit:
     return AppliedEdit(
         time=str(more.pop("time", "2026-11-30T08:00:00Z")),
-        session="chat-abcdefghij",
+        session=str(more.pop("session", "chat-abcdefghij")),
         call="c1",
         approval="ap1",
         action=action,  # type: ignore[arg-type]
@@ -394,12 +394,14 @@ async def test_history_shows_each_edits_id_and_its_json_too(
         "add", [], ["one"], decided=OwnerEdit(surface=Surface(via="bxctl"), undoes="ed-zzzzzz")
     )
     hand = HandChange(time="2026-11-30T09:00:00Z", file="user.md", before=[], after=["b"])
-    roles.journal = [edit, hand]
+    own = applied("add", [], ["two"], time="2026-11-30T07:00:00Z", session=proto.OWNER_SESSION)
+    roles.journal = [own, edit, hand]
     await roles.start(nursery, short_dir)
     assert await run("memory", "history", "--home", str(short_dir)) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{proto.edit_id(hand)}  2026-11-30T09:00:00Z  user.md changed outside")
-    assert f"{proto.edit_id(edit)}  2026-11-30T08:00:00Z  add memory.md" in out
+    assert f"{proto.edit_id(edit)}  2026-11-30T08:00:00Z  add memory.md  session chat-" in out
+    assert f"{proto.edit_id(own)}  2026-11-30T07:00:00Z  add memory.md  outside any session" in out
     assert "(undoes ed-zzzzzz)" in out
     assert f"`bxctl memory undo ID --home {short_dir}` undoes one" in out
     assert await run("memory", "history", "--json", "--home", str(short_dir)) == 0
@@ -407,6 +409,7 @@ async def test_history_shows_each_edits_id_and_its_json_too(
     assert [(e["id"], e["kind"]) for e in shown] == [
         (proto.edit_id(hand), "hand_change"),
         (proto.edit_id(edit), "applied"),
+        (proto.edit_id(own), "applied"),
     ]
     assert shown[1]["after"] == ["one"]
 

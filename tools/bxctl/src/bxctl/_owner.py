@@ -303,9 +303,14 @@ def _show_history(edits: list[HistoryEdit], *, as_json: bool) -> int:
                     if isinstance(applied.decided, proto.OwnerEdit) and applied.decided.undoes
                     else ""
                 )
+                where = (
+                    "outside any session"
+                    if applied.session == proto.OWNER_SESSION
+                    else f"session {inline(applied.session)}"
+                )
                 print(
                     f"{inline(edit.id)}  {inline(applied.time)}  {applied.action} "
-                    f"{applied.file}  session {inline(applied.session)}  "
+                    f"{applied.file}  {where}  "
                     f"approval {inline(applied.approval or '-')}{undoes}"
                     f"{_forgotten_since(applied.forgotten)}"
                 )
