@@ -152,8 +152,13 @@ async def test_a_journal_larger_than_a_frame_is_shown_whole(
     shown = json.loads(capsys.readouterr().out)
     assert [edit["call"] for edit in shown] == [r.call for r in reversed(records)]
     assert [edit["id"] for edit in shown] == [proto.edit_id(r) for r in reversed(records)]
-    assert await run("memory", "history", "--home", str(home)) == 0
+    assert await run("memory", "history", "--all", "--home", str(home)) == 0
     out = capsys.readouterr().out
     assert out.count("  replace memory.md  session") == 300
+    assert await run("memory", "history", "--home", str(home)) == 0
+    newest = capsys.readouterr()
+    assert newest.out.count("  replace memory.md  session") == 20
+    assert newest.err.startswith("280 older: `")
+    assert "bxctl memory history --limit 200 --home" in newest.err
     ended = await trio.to_thread.run_sync(role.stop)
     assert ended.returncode == 0, ended.log
