@@ -25,7 +25,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
-import httpx
 import msgspec
 import trio
 
@@ -90,6 +89,8 @@ async def model_hint(home: Path, *, after_timeout: bool = False) -> str | None:
         )
     except CommandError:
         return None
+    import httpx  # here: a `chat -m` that goes well never needs it (60 ms of import)
+
     url = info.url.rstrip("/")
     try:
         async with httpx.AsyncClient(timeout=MODEL_PROBE_S) as http:
@@ -655,9 +656,12 @@ async def chat(
     chosen = _Session(home, session)
     if session is not None:
         await chosen.open()  # a mistyped id is said at once, not after the first message
-    hint = await model_hint(home)
-    if hint:
-        print(f"note: {inline(hint)}", file=sys.stderr)
+    if message is None:
+        # Before the owner types: a server that is down is said now, not after a message.
+        # One message (`-m`, scripts) goes at once; a failed turn says the same hint.
+        hint = await model_hint(home)
+        if hint:
+            print(f"note: {inline(hint)}", file=sys.stderr)
     if message is not None:
         if chosen.id is None and (refused := over_a_frame(message)):
             print(f"error: {refused}")
