@@ -149,3 +149,16 @@ def test_a_torn_or_damaged_catalog_line_is_a_session_found_again(
 def _entries(root: Path) -> list[proto.CatalogEntry]:
     read = proto.read_catalog(root)
     return [] if read is None else read.entries
+
+
+def test_a_session_with_two_catalog_lines_is_listed_once(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # loopd writes a session taken back again under its id; a crash in between leaves
+    # the first line.
+    (name,) = _made(short_dir, 1, catalogue=True)
+    proto.append_to_catalog(
+        short_dir / "sessions",
+        proto.CatalogEntry(session=name, created="2026-02-01T00:00:00Z", origin="bxctl"),
+    )
+    assert _listed(short_dir, capsys) == [name]

@@ -126,3 +126,30 @@ def test_each_session_created_is_a_line_of_the_catalog(short_dir: Path) -> None:
 def _entries(root: Path) -> list[proto.CatalogEntry]:
     read = proto.read_catalog(root)
     return [] if read is None else read.entries
+
+
+@pytest.mark.parametrize("crashed_after", ["baseline", "log", "folder", "nothing"])
+def test_a_session_taken_back_is_written_again_whatever_a_crash_left_of_its_folder(
+    short_dir: Path, crashed_after: str
+) -> None:
+    # `unwrite` removes the baseline, the log, the folder, then the catalog line; a crash
+    # after any step leaves what the next `write` of the same id clears or skips.
+    store = SessionStore(short_dir / "sessions")
+    session = store.create(BASELINE.session, BASELINE, "bxctl")
+    session.append(UserRecord(time="t1", content="far too long"))
+    directory = store.directory(BASELINE.session)
+    if crashed_after == "nothing":
+        store.unwrite(session)
+    else:
+        (directory / proto.BASELINE_FILE).unlink()
+        if crashed_after in ("log", "folder"):
+            (directory / proto.LOG_FILE).unlink()
+        if crashed_after == "folder":
+            directory.rmdir()
+    again = store.begin(BASELINE.session, BASELINE, "bxctl")
+    store.write(again)
+    again.append(UserRecord(time="t2", content="short"))
+    loaded = store.load(BASELINE.session)
+    assert loaded.records == [UserRecord(time="t2", content="short")]
+    lines = [e.session for e in _entries(store.root)]
+    assert lines.count(BASELINE.session) == (1 if crashed_after == "nothing" else 2)

@@ -271,7 +271,14 @@ class SessionStore:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory = self.directory(session.id)
         mode = proto.dir_mode(self.root)  # group-readable where memoryd reads as a group
-        directory.mkdir(mode=mode)  # FileExistsError: the caller checked; a race lost
+        try:
+            directory.mkdir(mode=mode)
+        except FileExistsError:
+            if (directory / proto.BASELINE_FILE).exists():
+                raise  # a session: the caller checked, and a race lost
+            # What a crash in `unwrite` left (the baseline goes first): never a session.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(directory / proto.LOG_FILE)
         made = directory.stat().st_mode
         if stat.S_IMODE(made) & 0o777 != mode:  # a umask cut it; keep the inherited setgid
             os.chmod(directory, mode | (made & stat.S_ISGID))
@@ -297,18 +304,20 @@ class SessionStore:
 
         Its log holds that message and nothing else, and no turn of it ever ran: the
         session is then as if begun only, and its next message writes it again (with a
-        fresh baseline). Removed in reverse order of `write`, so a crash between leaves
-        what a crash during `write` could.
+        fresh baseline). The baseline goes first: from then on it is no session for
+        anyone (a folder without one is what `write` clears), and the catalog line last,
+        so a crash between leaves a line whose folder is gone, which listings skip.
         """
         self.drop(session.id)
-        proto.drop_from_catalog(self.root, session.id)
         directory = self.directory(session.id)
-        for name in (proto.LOG_FILE, proto.BASELINE_FILE):
+        for name in (proto.BASELINE_FILE, proto.LOG_FILE):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(directory / name)
+        proto.fsync_dir(directory)
         with contextlib.suppress(FileNotFoundError):
             directory.rmdir()
         proto.fsync_dir(self.root)
+        proto.drop_from_catalog(self.root, session.id)
 
     def load(self, session: str) -> Session:
         """Read a session's baseline and every whole record of its log."""

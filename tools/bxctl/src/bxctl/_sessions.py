@@ -140,8 +140,11 @@ def catalogued(root: Path) -> list[proto.CatalogEntry]:
             missing.append(proto.CatalogEntry(session=name, created=baseline.created))
         with contextlib.suppress(OSError):
             proto.complete_catalog(root, missing)
-    # Ordered by the catalog's own order where `created` ties (stable sort).
-    return sorted([*catalog, *missing], key=_created, reverse=True)
+    # One line per session, its last (loopd writes a session taken back again under its
+    # id; a crash in between can leave the old line); ordered by the catalog's own order
+    # where `created` ties (stable sort).
+    once = {entry.session: entry for entry in [*catalog, *missing]}
+    return sorted(once.values(), key=_created, reverse=True)
 
 
 _created = operator.attrgetter("created")
