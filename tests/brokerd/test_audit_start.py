@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import proto
 from brokerd import _audit
 from brokerd._audit_checkpoint import CHECKPOINT
-from brokerd._audit_walk import _Macs
+from brokerd._audit_walk import Macs
 from proto import AUDIT_GENESIS as GENESIS
 from proto import AuditRecordV3, Class, Label, TextCommits
 
@@ -229,6 +229,6 @@ def test_the_walk_signs_as_proto_does(
                 "commits": proto.audit_commits(commit_key, unsigned),
             }
         )
-    macs = _Macs(key)
+    macs = Macs(key)
     assert macs.record(unsigned) == proto.audit_mac(key, unsigned)
     assert macs.unmatched_texts(unsigned) == proto.unmatched_texts(commit_key, unsigned)

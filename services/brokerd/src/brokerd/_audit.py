@@ -70,7 +70,7 @@ from proto import (
     Surface,
 )
 
-from . import _audit_checkpoint, _audit_migration
+from . import _audit_checkpoint, _audit_migration, _audit_parallel
 from ._audit_checkpoint import CHECKPOINT_EVERY
 from ._audit_files import AuditFiles
 from ._audit_forget import FORGET_DIR, month_files, plan_edits, redaction_places
@@ -114,7 +114,11 @@ def _records(n: int) -> str:
 
 
 def _walk_logged(directory: Path, key: bytes) -> Walk:
-    found = walk(directory, key)
+    """`verify`'s walk of the whole log: a large one a month file per core."""
+    if _audit_parallel.worth_it(directory):
+        found = _audit_parallel.walk_parallel(directory, key)
+    else:
+        found = walk(directory, key)
     for path, whole in found.torn.items():
         torn = path.stat().st_size - whole
         log.warning("%s ends in a torn line of %d bytes; skipped it", path, torn)

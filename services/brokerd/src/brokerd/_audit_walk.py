@@ -22,7 +22,7 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import assert_never
+from typing import Protocol, assert_never
 
 import msgspec
 
@@ -44,7 +44,20 @@ from proto import (
 
 from ._audit_forget import month_files
 
-__all__ = ["Listed", "Position", "Walk", "walk"]
+__all__ = [
+    "Committed",
+    "Lines",
+    "Listed",
+    "Macs",
+    "Position",
+    "Walk",
+    "finish",
+    "line_at",
+    "prev_broken",
+    "signed",
+    "take",
+    "walk",
+]
 
 log = logging.getLogger("brokerd.audit")
 
@@ -96,12 +109,45 @@ class _Signer:
         return outer.hexdigest()
 
 
-class _Macs:
+class _Commitments(Protocol):
+    @property
+    def arguments(self) -> str: ...
+    @property
+    def proposed(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+
+
+class Committed(Protocol):
+    """What the commitments to a V3 call record's texts read of it (`proto.audit_commits`)."""
+
+    @property
+    def prev(self) -> str: ...
+    @property
+    def time(self) -> str: ...
+    @property
+    def session(self) -> str: ...
+    @property
+    def call(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def arguments(self) -> str: ...
+    @property
+    def proposed(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def commits(self) -> _Commitments: ...
+
+
+class Macs:
     """The MACs a walk checks, under one audit key."""
 
     def __init__(self, key: bytes) -> None:
         self._key = key
-        self._v3 = _Signer(key, "boxmaker audit record v3")
+        self.v3 = _Signer(key, "boxmaker audit record v3")
+        """Signs a V3 record's line with its MAC (and a call's texts) emptied."""
         commit_key = proto.audit_commit_key(key)
         self._arguments = _Signer(commit_key, "boxmaker audit text v3", "arguments")
         self._proposed = _Signer(commit_key, "boxmaker audit text v3", "proposed")
@@ -116,7 +162,7 @@ class _Macs:
             reason=None if record.reason is None else "",
             mac="",
         )
-        return self._v3.sign(_encoder.encode(blank))
+        return self.v3.sign(_encoder.encode(blank))
 
     def record(self, record: AuditRecord) -> str:
         """`proto.audit_mac(key, record)`."""
@@ -124,13 +170,13 @@ class _Macs:
             return self.call(record)
         match record:
             case AuditRecordV3() | AuditRedaction() | AuditForget() | AuditMigration():
-                return self._v3.sign(_encoder.encode(msgspec.structs.replace(record, mac="")))
+                return self.v3.sign(_encoder.encode(msgspec.structs.replace(record, mac="")))
             case AuditRecordV1() | AuditRecordV2():
                 return proto.audit_mac(self._key, record)
             case _:
                 assert_never(record)
 
-    def unmatched_texts(self, record: AuditRecordV3) -> dict[TextField, str] | None:
+    def unmatched_texts(self, record: Committed) -> dict[TextField, str] | None:
         """`proto.unmatched_texts(commit_key, record)`."""
         commits = record.commits
         unmatched: dict[TextField, str] = {}
@@ -220,7 +266,7 @@ class Walk:
     @property
     def last_where(self) -> str:
         """Where the last record is, in words."""
-        return "the start of the log" if self.last_at is None else _where(*self.last_at)
+        return "the start of the log" if self.last_at is None else line_at(*self.last_at)
 
     def note(self, record: AuditRecord, where: str | tuple[str, int]) -> None:
         """Take in what `record` (checked) says of sessions, calls and forgets."""
@@ -244,7 +290,7 @@ class Walk:
         """`note` for a V3 call record, the most of any log, without the dispatch."""
         key = (record.session, record.call)
         if record.status == "started":
-            self.unfinished[key] = _where(file, line)
+            self.unfinished[key] = line_at(file, line)
             return
         self.unfinished.pop(key, None)
         seen = self.labels.get(record.session)
@@ -279,14 +325,15 @@ class Walk:
             self.old_versions += 1
         key = (record.session, record.call)
         if record.status == "started":
-            self.unfinished[key] = where if isinstance(where, str) else _where(*where)
+            self.unfinished[key] = where if isinstance(where, str) else line_at(*where)
             return
         self.unfinished.pop(key, None)
         seen = self.labels.get(record.session)
         self.labels[record.session] = record.label if seen is None else seen.join(record.label)
 
 
-def _where(file: str, line: int) -> str:
+def line_at(file: str, line: int) -> str:
+    """A line of a month file, in words."""
     return f"{file} line {line}"
 
 
@@ -303,20 +350,97 @@ def _decode(raw: bytes) -> tuple[AuditRecord | None, str | None]:
         return None, str(exc)
 
 
-def _lines(path: Path, offset: int) -> Iterator[tuple[bytes, int]]:
-    """Each whole line of `path` from byte `offset` (without its newline), and its end."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        rest = b""
-        position = offset
-        while chunk := f.read(_CHUNK):
-            data = rest + chunk if rest else chunk
-            start = 0
-            while (newline := data.find(b"\n", start)) != -1:
-                yield data[start:newline], position + newline + 1
-                start = newline + 1
-            position += start
-            rest = data[start:]
+class Lines:
+    """The whole lines of a month file from byte `offset` on, without their newlines.
+
+    Iterated a chunk's lines at a time (one `bytes.split`, in C); once iterated, `end` is
+    where the last whole line ends: a file longer than that ends in a torn line.
+    """
+
+    def __init__(self, path: Path, offset: int = 0) -> None:
+        self.path = path
+        self.end = offset
+
+    def __iter__(self) -> Iterator[list[bytes]]:
+        with open(self.path, "rb") as f:
+            f.seek(self.end)
+            rest = b""
+            for chunk in iter(lambda: f.read(_CHUNK), b""):
+                lines = (rest + chunk if rest else chunk).split(b"\n")
+                rest = lines.pop()
+                self.end += sum(map(len, lines)) + len(lines)
+                yield lines
+
+
+def take(macs: Macs, found: Walk, raw: bytes, at: tuple[str, int]) -> AuditRecord | None:
+    """Check the line `raw` at `at` against the log before it (`found`), and walk past it.
+
+    The record it holds (None: not a record) is returned for the caller to note; a break
+    is kept in `found.broken`, the first one only.
+    """
+    try:
+        record: AuditRecord | None = _v3_decoder.decode(raw)
+        problem = None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        record, problem = _decode(raw)
+    if found.broken is not None:
+        pass
+    elif (
+        type(record) is AuditRecordV3
+        and record.prev == found.last
+        and _encoder.encode(record) == raw
+        and hmac.compare_digest(macs.call(record), record.mac)
+    ):
+        # The common case, checked inline; `_check` says what is wrong otherwise.
+        if unmatched := macs.unmatched_texts(record):
+            found.redacted[at] = (line_at(*at), unmatched)
+        elif unmatched is None:
+            found.broken = _check_texts(macs, record, at, found)
+    else:
+        found.broken = _check(macs, raw, record, problem, at, found)
+        if found.broken is None and type(record) is AuditRecordV3:
+            found.broken = _check_texts(macs, record, at, found)
+    found.last = record.mac if record is not None else ""
+    found.last_at = at
+    return record
+
+
+def signed(macs: Macs, raw: bytes) -> AuditRecord | None:
+    """The record `raw` is, if it is one, encoded as msgspec does, and its MAC holds."""
+    try:
+        record: AuditRecord | None = _v3_decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        record, _ = _decode(raw)
+    if (
+        record is not None
+        and _encoder.encode(record) == raw
+        and hmac.compare_digest(macs.record(record), record.mac)
+    ):
+        return record
+    return None
+
+
+def finish(found: Walk) -> Walk:
+    """`found` with, when nothing broke before, a redacted text no forget lists as its break."""
+    if found.broken is None and found.redacted:
+        where, unmatched = next(iter(found.redacted.values()))
+        fields = list(unmatched)
+        found.broken = (
+            f"{where}: the text of its {' and '.join(fields)} does not match what the record "
+            "was signed with, and no forget lists it (the text was changed)"
+        )
+    return found
+
+
+def prev_broken(at: tuple[str, int], *, first: bool, last_where: str) -> str:
+    """The break of a signed record at `at` whose `prev` is not the MAC before it."""
+    where = line_at(*at)
+    if first:
+        return f"{where}: the first record's prev is not 64 zeros (records before it were removed)"
+    return (
+        f"{where}: its prev is not the MAC of {last_where} (records were removed, "
+        "moved or copied between them)"
+    )
 
 
 def walk(
@@ -336,66 +460,32 @@ def walk(
     at, found = since or (Position(), Walk())
     found.records, found.last = at.records, at.last
     found.marked = at.last if mark == at.records else None
-    macs = _Macs(key)
-    decode, encode, same = _v3_decoder.decode, _encoder.encode, hmac.compare_digest
-    call_mac, texts = macs.call, macs.unmatched_texts
+    macs = Macs(key)
     for path in month_files(directory):
         name = path.name
         if at.file and name < at.file:
             continue
         offset, number = (at.offset, at.line) if name == at.file else (0, 1)
-        read_to = offset
-        for raw, end in _lines(path, offset):
-            read_to = end
-            found.records += 1
-            try:
-                record: AuditRecord | None = decode(raw)
-                problem = None
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                record, problem = _decode(raw)
-            if found.broken is not None:
-                pass
-            elif (
-                type(record) is AuditRecordV3
-                and record.prev == found.last
-                and encode(record) == raw
-                and same(call_mac(record), record.mac)
-            ):
-                # The common case, checked inline; `_check` says what is wrong otherwise.
-                if unmatched := texts(record):
-                    found.redacted[name, number] = (_where(name, number), unmatched)
-                elif unmatched is None:
-                    found.broken = _check_texts(macs, record, (name, number), found)
-            else:
-                found.broken = _check(macs, raw, record, problem, (name, number), found)
-                if found.broken is None and type(record) is AuditRecordV3:
-                    found.broken = _check_texts(macs, record, (name, number), found)
-            found.last = record.mac if record is not None else ""
-            found.last_at = (name, number)
-            if found.records == mark:
-                found.marked = found.last
-            if type(record) is AuditRecordV3:
-                found.note_call(record, name, number)
-            elif record is not None:
-                found.note(record, (name, number))
-            number += 1
-            if progress is not None and not found.records % 65536:
-                progress(found.records)
-        if os.stat(path).st_size != read_to:
-            found.torn[path] = read_to
-    if found.broken is None and found.redacted:
-        where, unmatched = next(iter(found.redacted.values()))
-        fields = list(unmatched)
-        found.broken = (
-            f"{where}: the text of its {' and '.join(fields)} does not match what the record "
-            "was signed with, and no forget lists it (the text was changed)"
-        )
-    return found
+        lines = Lines(path, offset)
+        for batch in lines:
+            for raw in batch:
+                found.records += 1
+                record = take(macs, found, raw, (name, number))
+                if found.records == mark:
+                    found.marked = found.last
+                if type(record) is AuditRecordV3:
+                    found.note_call(record, name, number)
+                elif record is not None:
+                    found.note(record, (name, number))
+                number += 1
+                if progress is not None and not found.records % 65536:
+                    progress(found.records)
+        if os.stat(path).st_size != lines.end:
+            found.torn[path] = lines.end
+    return finish(found)
 
 
-def _check_texts(
-    macs: _Macs, record: AuditRecordV3, at: tuple[str, int], found: Walk
-) -> str | None:
+def _check_texts(macs: Macs, record: AuditRecordV3, at: tuple[str, int], found: Walk) -> str | None:
     """Note the texts of a signed V3 record that a forget may have redacted; or what is wrong."""
     unmatched = macs.unmatched_texts(record)
     if unmatched is None:
@@ -404,12 +494,12 @@ def _check_texts(
             "(a field was added or removed)"
         )
     if unmatched:
-        found.redacted[at] = (_where(*at), unmatched)
+        found.redacted[at] = (line_at(*at), unmatched)
     return None
 
 
 def _check(
-    macs: _Macs,
+    macs: Macs,
     raw: bytes,
     record: AuditRecord | None,
     problem: str | None,
@@ -424,7 +514,7 @@ def _check(
         and hmac.compare_digest(macs.record(record), record.mac)
     ):
         return None
-    where = _where(*at)
+    where = line_at(*at)
     if record is None:
         return f"{where}: not an audit record ({problem})"
     if _encoder.encode(record) != raw or not hmac.compare_digest(macs.record(record), record.mac):
@@ -434,9 +524,4 @@ def _check(
         )
     if record.prev == found.last:
         return None
-    if found.records == 1:
-        return f"{where}: the first record's prev is not 64 zeros (records before it were removed)"
-    return (
-        f"{where}: its prev is not the MAC of {found.last_where} (records were removed, "
-        "moved or copied between them)"
-    )
+    return prev_broken(at, first=found.records == 1, last_where=found.last_where)
