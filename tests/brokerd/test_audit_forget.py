@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import proto
 from brokerd._audit import Audit, Verdict
+from brokerd._audit_checkpoint import Checkpoint
 from proto import AUDIT_GENESIS, AuditRecordV3, Label, Surface, TextCommits
 
 CAP_S = 10
@@ -246,6 +247,7 @@ _SKELETON = "".join(
     [
         *AuditRecordV3.__struct_fields__,
         *proto.AuditHead.__struct_fields__,  # the head file's words, and JSON's own
+        *Checkpoint.__struct_fields__,  # the checkpoint's ("unfinished" holds "he")
         "kind call forget redaction migration owner bxctl private untrusted false true null",
         "chat-forget000000001 memory approved ok 2026-12-06t09:00:00z fg-testplan0001 audit",
         "journal places file line fields digest counts decision surface via uid 1000",
