@@ -93,6 +93,7 @@ def test_up_installs_the_model_with_uv_and_says_so_when_the_build_fails(
     assert "installing the embedded model failed" in done.stderr
     assert "  | [ 45%] Building CXX object" in done.stderr  # the build's last lines
     assert "  | error: no such file: cmake" in done.stderr
+    assert "runbook: `model-install`" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -122,6 +123,7 @@ def test_up_without_a_compiler_says_what_to_install_before_building(short_dir: P
     assert done.returncode == 1
     assert "has no C or C++ compiler: install one" in done.stderr
     assert "build-essential" in done.stderr
+    assert "Runbook: `model-install`" in done.stderr
     assert not (short_dir / "args").exists()  # uv was never run
 
 

