@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import itertools
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import inmemory
 import msgspec
 import pytest
 import trio
 from approved import KEY, signed
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import entries
 import proto
 from memoryd import Memoryd, Settings
 from memoryd._edits import EditApplier, read_history
 from memoryd._files import MemoryDir
+from memoryd._history import JournalView
 from memoryd._why import why
 from proto import (
     AppliedEdit,
@@ -225,3 +230,44 @@ async def test_memory_why_on_the_owner_socket(settings: Settings) -> None:
             proto.OWNER_MEMORY, role.handle_admin, MemoryWhy(part="utc"), MemoryWhyReply
         )
     assert [e.entry for e in reply.entries] == ["UTC always"]
+
+
+_texts = st.text(alphabet='ab "\\é\u2028/<', min_size=1, max_size=6).map(str.strip).filter(bool)
+"""Few letters, so that the part asked about is often in an entry; and characters JSON
+escapes or might (a quote, a backslash, a line separator, a slash, non-ASCII)."""
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(st.tuples(st.sampled_from(["add", "replace"]), _texts), min_size=1, max_size=12),
+    part=_texts,
+)
+def test_why_reads_only_the_lines_that_can_hold_the_text_and_tells_the_same_story(
+    steps: list[tuple[str, str]], part: str
+) -> None:
+    # Asked about a few entries, the walk skips a journal line whose bytes do not hold
+    # the text as JSON writes it; the story must be the one every line decoded tells.
+    with tempfile.TemporaryDirectory() as folder:
+        memory = MemoryDir(Path(folder) / "memory")
+        starter = Path(folder) / "soul.md"
+        starter.write_text("# soul\n")
+        memory.ensure(starter)
+
+        async def edits() -> None:
+            current: list[str] = []
+            for action, text in steps:
+                if action == "replace" and current and text not in current:
+                    old = current.pop()
+                    args = {"action": "replace", "file": "user", "old": old, "text": text}
+                elif text not in current:
+                    args = {"action": "add", "file": "user", "text": text}
+                else:
+                    continue
+                current.append(text)
+                await apply(memory, args)
+
+        trio.run(edits)
+        fast = why(memory, Path(folder), part)
+        with mock.patch.object(JournalView, "may_hold", return_value=True):
+            everything = why(memory, Path(folder), part)
+    assert fast == everything

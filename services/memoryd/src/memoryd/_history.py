@@ -7,8 +7,10 @@ keeps where each record's line is and which file it edits (one decode of each li
 memoryd's life: a month file is read again only where it grew, or whole when it was
 replaced, as a forget does). A page then decodes only its own lines, from the end.
 
-`undo_plan` and `memory_why` still read the whole journal (`read_history`): they are
-asked once per command, not once per page.
+`memory_why` asked about a few entries walks the journal from its end too (`JournalView`):
+a line is decoded only when its bytes hold the text asked about, so a story costs what its
+own edits do, not the journal's age. Asked about many entries, or `undo_plan`, it reads
+the whole journal (`read_history`) once: one decode of each line beats a walk per entry.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ import os
 import threading
 from pathlib import Path
 
+import msgspec
+
 import entries
 import proto
 from proto import HistoryEdit
 
 from ._edits import HISTORY_PAGE_BYTES, page_from_end
 
-__all__ = ["JournalTable"]
+__all__ = ["JournalTable", "JournalView"]
 
 log = logging.getLogger("memoryd.edits")
 
@@ -82,6 +86,11 @@ class JournalTable:
             ]
             return page_from_end(len(places), lambda i: _edit_at(places[i]), before, budget)
 
+    def view(self) -> JournalView:
+        """Every record as the journal is now, oldest first, decoded only when asked for."""
+        with self._lock:
+            return JournalView([place for month in self._refresh() for place in month.places])
+
     def _refresh(self) -> list[_MonthFile]:
         if not self._edits.is_dir():
             self._months.clear()
@@ -133,6 +142,55 @@ def _scan(path: Path, found: os.stat_result, after: _MonthFile | None) -> _Month
             first.problem,
         )
     return _MonthFile(found.st_ino, found.st_size, found.st_mtime_ns, end, count, places)
+
+
+class JournalView:
+    """The journal's records by position (oldest first), read as they are asked for.
+
+    Each month file is read once, whole, when one of its lines is first wanted; `may_hold`
+    says from a line's bytes whether it can hold a text at all (as JSON writes it), so a
+    walk from the end decodes only the lines that can matter.
+    """
+
+    def __init__(self, places: list[_Place]) -> None:
+        self._places = places
+        self._files: dict[Path, bytes] = {}
+        self._decoded: dict[int, proto.JournalLine] = {}
+        self._needles: dict[str, bytes] = {}
+
+    def __len__(self) -> int:
+        return len(self._places)
+
+    def _file(self, place: _Place) -> bytes:
+        data = self._files.get(place.path)
+        if data is None:
+            data = self._files[place.path] = place.path.read_bytes()
+        return data
+
+    def may_hold(self, at: int, text: str) -> bool:
+        """Whether record `at`'s line can hold `text` (False: it surely does not).
+
+        A line decoded already says True (its record is the cheaper test); any other is
+        searched in place, as bytes, for `text` as the journal's JSON encoder writes it.
+        """
+        if at in self._decoded:
+            return True
+        encoded = self._needles.get(text)
+        if encoded is None:
+            encoded = self._needles[text] = _json.encode(text)[1:-1]  # unquoted
+        place = self._places[at]
+        return self._file(place).find(encoded, place.start, place.end) != -1
+
+    def __getitem__(self, at: int) -> proto.JournalLine:
+        found = self._decoded.get(at)
+        if found is None:
+            place = self._places[at]
+            raw = self._file(place)[place.start : place.end - 1]  # without its newline
+            found = self._decoded[at] = proto.EDIT_JOURNAL.decode(raw)
+        return found
+
+
+_json = msgspec.json.Encoder()
 
 
 def _edit_at(place: _Place) -> HistoryEdit:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -38,6 +38,7 @@ from proto import (
 
 from ._edits import read_history
 from ._files import MemoryDir, MemoryUnavailable
+from ._history import JournalTable
 from ._logs import archive_entries, session_logs
 
 __all__ = ["MAX_VERSIONS", "OWNER_SAID_CHARS", "WHY_PAGE_BYTES", "why"]
@@ -58,8 +59,17 @@ _FILES: tuple[proto.MemoryFile, ...] = ("memory", "user")
 _WhyFile = Literal["memory", "user", "archive"]
 
 
-def why(memory: MemoryDir, sessions_dir: Path, part: str) -> MemoryWhyReply:
+LAZY_ENTRIES = 8
+"""Up to this many entries, each story walks the journal decoding only the lines whose
+bytes hold its text (`JournalView`); more, and the journal is decoded whole once."""
+
+
+def why(
+    memory: MemoryDir, sessions_dir: Path, part: str, journal: JournalTable | None = None
+) -> MemoryWhyReply:
     """Every entry holding `part`, with its story; blocking.
+
+    `journal` is memoryd's table of the journal's lines (one is made when not given).
 
     Raises:
         MemoryUnavailable: memory.md or user.md cannot be read or parsed.
@@ -78,7 +88,12 @@ def why(memory: MemoryDir, sessions_dir: Path, part: str) -> MemoryWhyReply:
             found.append(("archive", archived.text, archived))
     if not found:
         return MemoryWhyReply(entries=[])
-    teller = _Teller(read_history(memory, None), sessions_dir)
+    history: _Journal
+    if len(found) <= LAZY_ENTRIES:
+        history = (journal if journal is not None else JournalTable(memory.edits)).view()
+    else:
+        history = _Decoded(read_history(memory, None))
+    teller = _Teller(history, sessions_dir)
     shown: list[WhyEntry] = []
     size = 0
     for number, (file, text, moved) in enumerate(found):
@@ -99,9 +114,33 @@ def _named(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").strip()
 
 
+class _Journal(Protocol):
+    """The journal by position, oldest first; `may_hold` False: that line surely lacks `text`."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, at: int) -> JournalLine: ...
+    def may_hold(self, at: int, text: str) -> bool: ...
+
+
+@dataclasses.dataclass
+class _Decoded:
+    """The whole journal decoded: every line may hold any text."""
+
+    records: list[JournalLine]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, at: int) -> JournalLine:
+        return self.records[at]
+
+    def may_hold(self, at: int, text: str) -> bool:
+        return True
+
+
 @dataclasses.dataclass
 class _Teller:
-    history: list[JournalLine]
+    history: _Journal
     sessions_dir: Path
     said: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     """Per session read so far: call id → the owner's last message before it."""
@@ -125,6 +164,8 @@ class _Teller:
     def archived(self, moved: entries.ArchiveEntry) -> list[WhyEdit]:
         """The consolidate that moved an archive entry, then how it got into its file."""
         for at in range(len(self.history) - 1, -1, -1):
+            if not self.history.may_hold(at, moved.text):
+                continue
             record = self.history[at]
             if (
                 isinstance(record, AppliedEdit)
@@ -138,6 +179,8 @@ class _Teller:
 
     def _writer(self, name: str, text: str, end: int) -> int | None:
         for at in range(end - 1, -1, -1):
+            if not self.history.may_hold(at, text):
+                continue  # its bytes do not hold the text: not decoded
             record = self.history[at]
             if record.file == name and text in record.after and text not in record.before:
                 return at if isinstance(record, AppliedEdit) else None
