@@ -563,3 +563,38 @@ def test_a_5_mb_piped_message_is_the_clients_own_error_and_the_chat_goes_on(
     ) in done.stdout
     assert "Still here." in done.stdout
     assert "stopped" not in done.stdout + done.stderr
+
+
+async def test_a_session_taken_back_is_opened_again_before_the_next_message(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # loopd took the session back (its first message was too long) and then restarted:
+    # it knows the session no more, and the chat opens it again, by its id, first.
+    asked: list[Message] = []
+
+    async def loopd(request: Message, conn: proto.Connection) -> Message:
+        if isinstance(request, proto.ModelInfo):
+            raise proto.ServiceError("internal", "no model here")  # no model hint
+        asked.append(request)
+        if isinstance(request, proto.Say) and request.text.startswith("x"):
+            return proto.Error(code="message-too-long", message="this message is about …")
+        return opening(request, home=short_dir) or TurnDone(text="ok")
+
+    await serve(nursery, short_dir, proto.OWNER_LOOP, loopd)
+    monkeypatch.setattr(sys, "stdin", piped(b"x" * 30 + b"\nshort\n"))
+    assert await run("chat", "--home", str(short_dir)) == 0
+    kinds = [
+        (type(r).__name__, r.text if isinstance(r, proto.Say) else getattr(r, "session", None))
+        for r in asked
+        if not isinstance(r, proto.BaselinePreview)
+    ]
+    assert kinds == [
+        ("SessionOpen", None),
+        ("Say", "x" * 30),
+        ("SessionOpen", SESSION),  # again: it had no files
+        ("Say", "short"),
+    ]
+    assert "to go on with this session" in capsys.readouterr().err

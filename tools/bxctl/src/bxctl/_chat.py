@@ -624,8 +624,20 @@ class _Session:
         return (self.home / "sessions" / self.id / proto.BASELINE_FILE).is_file()
 
     async def open(self) -> str:
-        """The session's id, opening it (and saying so) the first time."""
+        """The session's id, opening it (and saying so) the first time.
+
+        Opened again, quietly, while it has no files: loopd took it back (its first
+        message was refused), and a loopd restarted since would not know it any more.
+        """
         if self.id is not None:
+            if not await trio.to_thread.run_sync(self.written):
+                await trio.to_thread.run_sync(
+                    ask,
+                    Sockets(self.home).path(proto.OWNER_LOOP),
+                    proto.OWNER_LOOP,
+                    SessionOpen(origin="bxctl", session=self.id),
+                    SessionOpened,
+                )
             return self.id
         opened = await trio.to_thread.run_sync(
             ask,
