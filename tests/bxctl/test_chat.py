@@ -108,6 +108,7 @@ async def test_the_demo_note_is_shown_once_per_session(
     assert await run("chat", "-m", "one", "--home", str(short_dir)) == 0
     first = capsys.readouterr().err
     (short_dir / "sessions" / SESSION).mkdir(parents=True)  # what the real loopd made
+    (short_dir / "sessions" / SESSION / proto.BASELINE_FILE).write_bytes(b"{}")
     assert await run("chat", "--session", SESSION, "-m", "two", "--home", str(short_dir)) == 0
     second = capsys.readouterr().err
     assert opened == [True, False]
