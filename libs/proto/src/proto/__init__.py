@@ -165,6 +165,7 @@ from ._records import audit_commit_key as audit_commit_key
 from ._records import audit_commits as audit_commits
 from ._records import audit_forget_key as audit_forget_key
 from ._records import audit_mac as audit_mac
+from ._records import audit_signed_call as audit_signed_call
 from ._records import audit_text_commit as audit_text_commit
 from ._records import edit_id as edit_id
 from ._records import unmatched_texts as unmatched_texts

@@ -108,8 +108,7 @@ def complete_catalog(root: Path, missing: Iterable[CatalogEntry]) -> None:
         added = [entry for entry in missing if entry.session not in known]
         path = root / CATALOG_FILE
         if added or read is None or read.damaged:  # a damaged line is dropped
-            data = b"".join(_encoder.encode(entry) + b"\n" for entry in [*kept, *added])
-            write_atomically(path, data)
+            _rewrite(path, [*kept, *added])
         # Newer than sessions/ (which its own rename just changed): complete until a
         # session's folder is made after it.
         os.utime(path)
@@ -127,9 +126,12 @@ def drop_from_catalog(root: Path, session: str) -> None:
             return
         kept = [entry for entry in read.entries if entry.session != session]
         if len(kept) < len(read.entries) or read.damaged:
-            write_atomically(
-                root / CATALOG_FILE, b"".join(_encoder.encode(e) + b"\n" for e in kept)
-            )
+            _rewrite(root / CATALOG_FILE, kept)
+
+
+def _rewrite(path: Path, entries: Iterable[CatalogEntry]) -> None:
+    """The catalog at `path` replaced, atomically, by `entries` (under `_locked`)."""
+    write_atomically(path, b"".join(_encoder.encode(entry) + b"\n" for entry in entries))
 
 
 @contextlib.contextmanager

@@ -66,6 +66,7 @@ __all__ = [
     "audit_commits",
     "audit_forget_key",
     "audit_mac",
+    "audit_signed_call",
     "audit_text_commit",
     "edit_id",
     "unmatched_texts",
@@ -624,14 +625,7 @@ def audit_mac(key: bytes, record: AuditRecord) -> str:
         case AuditRecordV2():
             return sign(key, "boxmaker audit record v2", _encoder.encode(_unsigned(record)))
         case AuditRecordV3():
-            blank = msgspec.structs.replace(
-                record,
-                arguments="",
-                proposed=None if record.proposed is None else "",
-                reason=None if record.reason is None else "",
-                mac="",
-            )
-            return sign(key, "boxmaker audit record v3", _encoder.encode(blank))
+            return sign(key, "boxmaker audit record v3", _encoder.encode(audit_signed_call(record)))
         case AuditRedaction() | AuditForget() | AuditMigration():
             return sign(key, "boxmaker audit record v3", _encoder.encode(_unsigned(record)))
         case _:
@@ -639,6 +633,17 @@ def audit_mac(key: bytes, record: AuditRecord) -> str:
 
 
 _R = TypeVar("_R", bound=AuditRecord)
+
+
+def audit_signed_call(record: AuditRecordV3) -> AuditRecordV3:
+    """What a V3 call record's MAC signs: the record with its texts and `mac` emptied."""
+    return msgspec.structs.replace(
+        record,
+        arguments="",
+        proposed=None if record.proposed is None else "",
+        reason=None if record.reason is None else "",
+        mac="",
+    )
 
 
 def _unsigned(record: _R) -> _R:

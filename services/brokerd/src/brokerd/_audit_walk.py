@@ -155,14 +155,7 @@ class Macs:
 
     def call(self, record: AuditRecordV3) -> str:
         """`proto.audit_mac(key, record)` of a V3 call record."""
-        blank = msgspec.structs.replace(
-            record,
-            arguments="",
-            proposed=None if record.proposed is None else "",
-            reason=None if record.reason is None else "",
-            mac="",
-        )
-        return self.v3.sign(_encoder.encode(blank))
+        return self.v3.sign(_encoder.encode(proto.audit_signed_call(record)))
 
     def record(self, record: AuditRecord) -> str:
         """`proto.audit_mac(key, record)`."""
