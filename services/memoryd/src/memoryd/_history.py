@@ -84,7 +84,8 @@ class JournalTable:
                 for place in month.places
                 if wanted is None or place.file == wanted
             ]
-            return page_from_end(len(places), lambda i: _edit_at(places[i]), before, budget)
+            view = JournalView(places)
+            return page_from_end(len(places), view.edit, before, budget)
 
     def view(self) -> JournalView:
         """Every record as the journal is now, oldest first, decoded only when asked for."""
@@ -181,6 +182,11 @@ class JournalView:
         place = self._places[at]
         return self._file(place).find(encoded, place.start, place.end) != -1
 
+    def edit(self, at: int) -> HistoryEdit:
+        """Record `at` with its edit id, as `memory_history` shows it."""
+        line = self[at]
+        return HistoryEdit(id=proto.edit_id(line), line=line)
+
     def __getitem__(self, at: int) -> proto.JournalLine:
         found = self._decoded.get(at)
         if found is None:
@@ -191,11 +197,3 @@ class JournalView:
 
 
 _json = msgspec.json.Encoder()
-
-
-def _edit_at(place: _Place) -> HistoryEdit:
-    with open(place.path, "rb") as f:
-        f.seek(place.start)
-        raw = f.read(place.end - place.start - 1)
-    line = proto.EDIT_JOURNAL.decode(raw)
-    return HistoryEdit(id=proto.edit_id(line), line=line)
