@@ -221,6 +221,21 @@ def test_ctrl_c_cancels_a_turn_and_approvals_are_asked_inline(short_dir: Path) -
             release.set()
 
 
+def test_escape_sequences_typed_at_the_prompt_are_dropped_not_a_crash(short_dir: Path) -> None:
+    # Esc [31m typed (not pasted) parses as a mouse event, which prompt_toolkit's own
+    # handler could not unpack: "Unhandled exception in event loop", then a stuck prompt.
+    with running_stack(short_dir, Step(text="Noted.")) as stack:
+        with chat(stack) as child:
+            child.expect_exact("you>")
+            ask(child, "my \x1b[31mred\x1b[0m car")
+            session = begun(child)
+            answered(child, "Noted.")
+            child.send(CTRL_D)
+            leaves_with_the_resume_hint(child, stack, session)
+            assert "Unhandled exception" not in (child.before or "")
+        assert said(stack, session) == ["my red car"]
+
+
 def test_a_command_line_is_never_kept_in_the_history(short_dir: Path) -> None:
     with running_stack(short_dir, Step(text="Hi."), Step(text="Again.")) as stack:
         with chat(stack) as child:

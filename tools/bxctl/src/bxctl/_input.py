@@ -104,7 +104,8 @@ class Terminal:
     def __init__(self, history: PromptHistory) -> None:
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import DummyHistory
-        from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+        from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent, merge_key_bindings
+        from prompt_toolkit.keys import Keys
 
         keys = KeyBindings()
 
@@ -115,11 +116,24 @@ class Terminal:
             else:
                 event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
+        # Typed escape sequences such as Esc [31m parse as mouse events that
+        # prompt_toolkit's own handler cannot unpack: it crashed the prompt ("Unhandled
+        # exception in event loop"). The chat uses no mouse: they are dropped here.
+        no_mouse = KeyBindings()
+
+        @no_mouse.add(Keys.Vt100MouseEvent)
+        def _ignore(event: KeyPressEvent) -> None:
+            pass
+
         self.history = history
-        self._lines: PromptSession[str] = PromptSession(history=history, key_bindings=keys)
+        self._lines: PromptSession[str] = PromptSession(
+            history=history, key_bindings=merge_key_bindings([keys, no_mouse])
+        )
         # answers (y/N, an edited entry) are never kept: not even in memory, where Up
         # would bring back a text forgotten since
-        self._answers: PromptSession[str] = PromptSession(history=DummyHistory())
+        self._answers: PromptSession[str] = PromptSession(
+            history=DummyHistory(), key_bindings=no_mouse
+        )
         self._active: PromptSession[str] | None = None
         self._said_unkept = False
 
