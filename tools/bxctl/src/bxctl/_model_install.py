@@ -111,8 +111,8 @@ async def ensure_model(*, uv: str | None = None, root: Path | None = None) -> No
     command = install_command(uv, root)
     print(
         "bxctl: installing the embedded model (once): llama-cpp-python is compiled from "
-        "source, which takes several minutes on two cores; uv's cache keeps it for every "
-        "later start",
+        "source the first time on a machine, which takes several minutes on two cores "
+        "(uv's cache keeps it: another checkout takes seconds)",
         file=sys.stderr,
     )
     tail = await _run_shown(command)
