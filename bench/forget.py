@@ -237,8 +237,9 @@ def main(argv: list[str]) -> None:
     print(f"raw (same deletes by hand) {raw_s:8.2f} s")
     for holding in forgotten.holdings:
         print(f"  {holding.store:<12} {holding.count:>7,} {holding.unit}")
-    if forgotten.pending or forgotten.conflicts:
-        print(f"  pending {forgotten.pending}, conflicts {forgotten.conflicts}")
+    if forgotten.left or forgotten.lost or forgotten.conflicts:
+        unfinished = [f"{p.part}: {p.why}" for p in [*forgotten.left, *forgotten.lost]]
+        print(f"  left {unfinished}, conflicts {forgotten.conflicts}")
     print(
         f"other sessions' turns      before: p50 {_pct(before, 0.5) * 1000:.0f} ms, p99 "
         f"{_pct(before, 0.99) * 1000:.0f} ms ({len(before)} turns); during: p50 "

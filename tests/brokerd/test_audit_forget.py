@@ -14,10 +14,12 @@ import pytest
 import trio
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from lines_store import holding_files
 
 import proto
 from brokerd._audit import Audit, Verdict
 from brokerd._audit_checkpoint import Checkpoint
+from brokerd._audit_forget import AuditLogForget, plan_edits
 from proto import AUDIT_GENESIS, AuditRecordV3, Label, Surface, TextCommits
 
 CAP_S = 10
@@ -61,20 +63,26 @@ def opened(directory: Path) -> Audit:
 
 
 def files_holding(directory: Path, text: str) -> list[str]:
-    """Every file under the audit directory whose raw bytes, lowered, hold `text` lowered."""
-    needle = text.lower().encode()
-    return [
-        str(p.relative_to(directory))
-        for p in sorted(directory.rglob("*"))
-        if p.is_file() and needle in p.read_bytes().lower()
-    ]
+    """Every file under the audit directory whose bytes hold `text`, folded."""
+    return [str(p.relative_to(directory)) for p in holding_files(directory, text)]
+
+
+def part_of(audit: Audit) -> proto.ForgetPart[proto.NoSteps]:
+    return proto.ForgetPart(AuditLogForget(audit))
+
+
+def look(audit: Audit, text: str) -> int:
+    return sum(len(edit.lines) for edit in plan_edits(audit.directory, text))
 
 
 async def forget(audit: Audit, text: str, *, surface: Surface = OWNER) -> proto.ForgetApplied:
+    part = part_of(audit)
     with trio.fail_after(CAP_S):
-        planned = audit.forget_prepare(PLAN, text)
-        assert text.lower() not in msgspec.json.encode(planned).decode().lower()
-        applied = await audit.forget_apply(PLAN, text)
+        await part.handle(proto.ForgetPrepare(plan=PLAN, text=text))
+        planned = part.files.plans.read(PLAN)
+        assert not proto.holds(msgspec.json.encode(planned).decode(), text)
+        applied = await part.handle(proto.ForgetApply(plan=PLAN, text=text))
+        assert isinstance(applied, proto.ForgetApplied)
         await audit.append_forget(
             plan=PLAN,
             counts={"audit": applied.holdings[0].count, "journal": 2},
@@ -108,12 +116,12 @@ async def three_holding(directory: Path) -> Audit:
 async def test_a_forget_redacts_every_record_and_verify_reports_it(tmp_path: Path) -> None:
     directory = tmp_path / "audit"
     audit = await three_holding(directory)
-    assert audit.forget_look(SECRET.lower()) == 3
+    assert look(audit, SECRET.lower()) == 3
     applied = await forget(audit, SECRET.lower())
     assert applied.holdings == [proto.Holding(store="audit", count=3, unit="records")]
     assert applied.conflicts == []
     assert files_holding(directory, SECRET) == []
-    assert audit.forget_look(SECRET) == 0
+    assert look(audit, SECRET) == 0
     assert not list((directory / ".forget").glob("fg-*"))
     with trio.fail_after(CAP_S):
         verdict = await audit.verify()
@@ -132,16 +140,21 @@ async def test_a_forget_redacts_every_record_and_verify_reports_it(tmp_path: Pat
         assert (await again.verify()).forgets == verdict.forgets
 
 
-def test_the_plan_and_the_look_write_nothing_but_the_plan(tmp_path: Path) -> None:
+async def test_the_plan_and_the_look_write_nothing_but_the_plan(tmp_path: Path) -> None:
     directory = tmp_path / "audit"
-    audit = trio.run(three_holding, directory)
+    audit = await three_holding(directory)
     before = {p: p.read_bytes() for p in directory.glob("*.jsonl")}
-    audit.forget_look(SECRET)
-    planned = audit.forget_prepare(PLAN, SECRET)
-    assert planned.counts == {"audit": 3}
-    assert not planned.committed
+    part = part_of(audit)
+    looked = await part.handle(proto.ForgetLook(text=SECRET))
+    assert looked == proto.ForgetLooked(
+        holdings=[proto.Holding(store="audit", count=3, unit="records")]
+    )
+    await part.handle(proto.ForgetPrepare(plan=PLAN, text=SECRET))
+    planned = part.files.plans.read(PLAN)
+    assert planned is not None
+    assert (planned.counts, planned.stage) == ({"audit": 3}, "prepared")
     assert {p: p.read_bytes() for p in directory.glob("*.jsonl")} == before
-    audit.forget_abort(PLAN)
+    await part.handle(proto.ForgetAbort(plan=PLAN))
     assert not list((directory / ".forget").glob("fg-*"))
 
 
@@ -198,23 +211,25 @@ async def test_a_half_applied_forget_is_finished_by_the_next_start(
 ) -> None:
     directory = tmp_path / "audit"
     audit = await three_holding(directory)
-    audit.forget_prepare(PLAN, SECRET)
-    apply_edit = proto.apply_edit
+    part = part_of(audit)
+    await part.handle(proto.ForgetPrepare(plan=PLAN, text=SECRET))
+    apply_file_edit = proto.apply_file_edit
     applied: list[str] = []
 
-    def dies_after_one(root: Path, edit: proto.LinesEdit | proto.WholeEdit) -> proto.EditOutcome:
+    def dies_after_one(root: Path, edit: proto.FileEdit) -> proto.FileEditOutcome:
         if applied:
-            raise OSError("killed")
+            raise KeyboardInterrupt  # killed: nothing after it runs
         applied.append(edit.path)
-        return apply_edit(root, edit)
+        return apply_file_edit(root, edit)
 
-    monkeypatch.setattr(proto, "apply_edit", dies_after_one)
-    with trio.fail_after(CAP_S), pytest.raises(OSError, match="killed"):
-        await audit.forget_apply(PLAN, None)
-    monkeypatch.setattr(proto, "apply_edit", apply_edit)
+    monkeypatch.setattr(proto, "apply_file_edit", dies_after_one)
+    with trio.fail_after(CAP_S), pytest.raises(KeyboardInterrupt):
+        await part.handle(proto.ForgetApply(plan=PLAN))
+    monkeypatch.setattr(proto, "apply_file_edit", apply_file_edit)
     assert applied == ["2026-11.jsonl"]
     assert files_holding(directory, SECRET) == ["2026-12.jsonl"]
     again = opened(directory)
+    assert await part_of(again).recover() == [PLAN]
     assert files_holding(directory, SECRET) == []
     assert not list((directory / ".forget").glob("fg-*"))
     assert again.broken is None
@@ -227,17 +242,19 @@ async def test_a_half_applied_forget_is_finished_by_the_next_start(
 async def test_a_crash_before_the_listing_leaves_the_plan_to_finish(tmp_path: Path) -> None:
     directory = tmp_path / "audit"
     audit = await three_holding(directory)
-    plan = audit.forget_prepare(PLAN, SECRET)
-    proto.write_plan(directory / ".forget", msgspec.structs.replace(plan, committed=True))
+    part = part_of(audit)
+    await part.handle(proto.ForgetPrepare(plan=PLAN, text=SECRET))
+    await part.handle(proto.ForgetPrepare(plan="fg-neverdecided", text=SECRET))
+    plan = part.files.plans.read(PLAN)
+    assert plan is not None
+    part.files.plans.write(PLAN, msgspec.structs.replace(plan, stage="committed"))
     again = opened(directory)
+    assert await part_of(again).recover() == [PLAN]
     assert files_holding(directory, SECRET) == []
     with trio.fail_after(CAP_S):
         verdict = await again.verify()
     assert verdict.broken_at is None
-    stale = msgspec.structs.replace(plan, plan="fg-neverdecided")
-    proto.write_plan(directory / ".forget", stale)
-    opened(directory)
-    assert (directory / ".forget" / "fg-neverdecided.json").exists()  # not an hour old yet
+    assert part.files.plans.ids() == ["fg-neverdecided"]  # brokerd's to decide, whatever age
 
 
 # -- any text, in any text field of any records -----------------------------------------
@@ -301,7 +318,7 @@ def test_any_text_forgotten_leaves_no_audit_file_holding_it(
     needle, records = drawn
     holding = sum(
         any(
-            t is not None and proto.holds_value(t, needle)
+            t is not None and proto.holds_text(t, needle)
             for t in (r.arguments, r.proposed, r.reason)
         )
         for r in records

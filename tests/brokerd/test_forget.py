@@ -17,15 +17,15 @@ from typing import Any
 import msgspec
 import pytest
 import trio
+from lines_store import LinesStore
+from lines_store import holding_files as lines_holding
 
 import proto
 from brokerd import Brokerd, Settings
-from brokerd._forget import Ledger
+from brokerd._forget import ForgetLedger
 from proto import (
     ApprovalPending,
     Forget,
-    ForgetAbort,
-    ForgetApplied,
     ForgetApply,
     ForgetEntry,
     ForgetLook,
@@ -47,6 +47,8 @@ from proto import (
 )
 
 CAP_S = 15
+WAIT_S = 1.0
+"""How long these tests' brokerd waits for a part that is not running."""
 SECRET = "ZEBRA-7731"
 OWNER = Surface(via="bxctl")
 SESSION = "chat-abcdefghijklmnop"
@@ -58,34 +60,38 @@ def kind(message: Message) -> str:
 
 
 class FakeRole:
-    """memoryd's or loopd's forget side on its real broker socket; one store, `log.jsonl`.
+    """memoryd's or loopd's forget side on its real broker socket: proto's part, one store.
 
-    `refuse` names the kinds it answers with an error ("forget_prepare", "forget_apply").
+    The part is the real `proto.ForgetPart`; its store is one JSON-lines file (`log.jsonl`,
+    `lines_store.LinesStore`). `refuse` names the kinds it answers with an error
+    ("forget_prepare", "forget_apply").
     """
 
     def __init__(self, spec: proto.Socket[Any], socket: Path, root: Path, store: str) -> None:
         self.spec = spec
         self.socket = socket
         self.root = root
-        self.store = store
+        self.lines = LinesStore(root, "memoryd" if store == "journal" else "loopd", store)
+        self.part = proto.ForgetPart(self.lines)
         self.refuse: set[str] = set()
+        self.stop_after: str | None = None
+        """A kind after whose answer the role stops (it died): its socket goes."""
         self.seen: list[Message] = []
         self.near: list[str] = []
         self.entries: list[ForgetEntry] = []
         self._shutdown = trio.Event()
         self._stopped = trio.Event()
-        root.mkdir(parents=True, exist_ok=True)
 
     @property
     def log(self) -> Path:
-        return self.root / "log.jsonl"
+        return self.lines.log
 
     @property
     def plans(self) -> Path:
-        return self.root / ".forget"
+        return self.root / proto.PLAN_DIR
 
     def write(self, *values: Any) -> None:
-        self.log.write_bytes(b"\n".join(json.dumps(v).encode() for v in values) + b"\n")
+        self.lines.write(*values)
 
     async def start(self, nursery: trio.Nursery) -> None:
         self._shutdown, self._stopped = trio.Event(), trio.Event()
@@ -109,52 +115,23 @@ class FakeRole:
         with trio.fail_after(CAP_S):
             await self._stopped.wait()
 
-    def _holding(self, count: int) -> list[Holding]:
-        return [Holding(store=self.store, count=count, unit="lines")]
-
-    def _plan(self, plan: str, text: str, *, committed: bool) -> proto.ForgetPlan:
-        edits = proto.line_edits(self.log.read_bytes().split(b"\n"), text)
-        return proto.ForgetPlan(
-            plan=plan,
-            committed=committed,
-            edits=[proto.LinesEdit(path=self.log.name, lines=edits)] if edits else [],
-            counts={self.store: len(edits)},
-        )
-
     async def handle(self, request: proto.BrokerMemoryRequest, conn: proto.Connection) -> Message:
         self.seen.append(request)
         if kind(request) in self.refuse:
-            raise ServiceError("disk-full", f"{self.store}: no space left on the device")
+            raise ServiceError("disk-full", f"{self.lines.store}: no space left on the device")
         match request:
-            case ForgetLook(text=text):
-                count = len(proto.line_edits(self.log.read_bytes().split(b"\n"), text))
-                return ForgetLooked(
-                    holdings=self._holding(count), entries=self.entries, near=self.near
-                )
-            case ForgetPrepare(plan=plan, text=text):
-                written = self._plan(plan, text, committed=False)
-                proto.write_plan(self.plans, written)
-                return ForgetPrepared(plan=plan, holdings=self._holding(written.counts[self.store]))
-            case ForgetApply(plan=plan, text=text):
-                stored = proto.read_plan(self.plans, plan)
-                if stored is None:
-                    return ForgetApplied(plan=plan)
-                if text is None:
-                    stored = msgspec.structs.replace(stored, committed=True)
-                else:
-                    stored = self._plan(plan, text, committed=True)
-                proto.write_plan(self.plans, stored)
-                for edit in stored.edits:
-                    proto.apply_edit(self.root, edit)
-                proto.remove_plan(self.plans, plan)
-                return ForgetApplied(plan=plan, holdings=self._holding(stored.counts[self.store]))
-            case ForgetAbort(plan=plan):
-                stored = proto.read_plan(self.plans, plan)
-                if stored is not None and not stored.committed:
-                    proto.remove_plan(self.plans, plan)
-                return Ok()
+            case ForgetLook():
+                looked = await self.part.handle(request)
+                assert isinstance(looked, ForgetLooked)
+                return msgspec.structs.replace(looked, entries=self.entries, near=self.near)
             case ToolRequest():
                 raise ServiceError("not-here", "this fake runs no tools")
+            case _:
+                answer = await self.part.handle(request)
+                if kind(request) == self.stop_after:
+                    self.stop_after = None
+                    self._shutdown.set()
+                return answer
 
     def kinds(self) -> list[str]:
         return [kind(request) for request in self.seen]
@@ -197,6 +174,8 @@ class World:
         for name, text in grants.items():
             (grants_dir / f"{name}.toml").write_text(text)
         role = Brokerd(self.settings)
+        role.forgets.wait_s = WAIT_S
+        role.forgets.tell_every_s = WAIT_S / 5
         role.prepare()
 
         self.shutdown, self.stopped = trio.Event(), trio.Event()
@@ -239,22 +218,19 @@ class World:
         )
 
     def leftovers(self) -> list[Path]:
-        """Plans and ledgers anywhere in the home."""
+        """Plans and ledgers anywhere in the home (each part's list of ended plans stays)."""
         return sorted(
             path
             for folder in (self.memoryd.plans, self.loopd.plans, self.ledgers)
             if folder.is_dir()
             for path in folder.iterdir()
+            if path.name != proto.ENDED_FILE
         )
 
 
 def holding_files(root: Path, text: str) -> list[Path]:
-    """Every file under `root` whose bytes hold `text` in any case."""
-    return [
-        path
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and text.lower().encode() in path.read_bytes().lower()
-    ]
+    """Every file under `root` whose bytes hold `text` folded."""
+    return lines_holding(root, text)
 
 
 @pytest.fixture
@@ -295,7 +271,10 @@ async def test_a_preview_names_the_role_that_does_not_answer(
     await world.memoryd.start(nursery)
     await world.start_brokerd(nursery)
     refused = await world.refused(ForgetPreview(text=SECRET))
-    assert refused.error.message == "loopd is not running: start it (bxctl up), then ask again"
+    assert refused.error.message == (
+        "loopd is not running (waited 1 s for it); nothing was changed; start it (bxctl up), "
+        "then forget the text again"
+    )
     assert world.unchanged()
     assert world.leftovers() == []
 
@@ -318,7 +297,7 @@ async def test_a_forget_takes_the_text_out_of_every_store_and_writes_it_nowhere(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     forgotten = await up.owner(Forget(text=SECRET, surface=OWNER, session=SESSION), Forgotten)
-    assert forgotten.pending == []
+    assert (forgotten.left, forgotten.lost, forgotten.denied) == ([], [], [])
     assert forgotten.conflicts == []
     assert forgotten.holdings == [
         Holding(store="journal", count=1, unit="lines"),
@@ -342,7 +321,8 @@ async def test_a_part_that_fails_to_prepare_aborts_everyone_and_nothing_changes(
     refused = await up.refused(Forget(text=SECRET, surface=OWNER))
     assert refused.code == "forget-not-done"
     assert refused.error.message == (
-        "nothing was forgotten: loopd could not do it: sessions: no space left on the device"
+        "nothing was forgotten: loopd could not do it: sessions: no space left on the device; "
+        "forget the text again once that is put right"
     )
     assert up.memoryd.kinds() == ["forget_prepare", "forget_abort"]
     assert up.loopd.kinds() == ["forget_prepare", "forget_abort"]
@@ -350,20 +330,23 @@ async def test_a_part_that_fails_to_prepare_aborts_everyone_and_nothing_changes(
     assert up.leftovers() == []
 
 
-async def test_a_part_that_fails_to_apply_stays_pending_until_it_answers(
+async def test_a_part_that_fails_to_apply_stays_left_until_it_answers(
     up: World, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     up.loopd.refuse.add("forget_apply")
     forgotten = await up.owner(Forget(text=SECRET, surface=OWNER), Forgotten)
-    assert forgotten.pending == ["loopd"]
+    assert [(left.part, left.why) for left in forgotten.left] == [
+        ("loopd", "loopd could not do it: sessions: no space left on the device")
+    ]
+    assert forgotten.left[0].holdings == [Holding(store="sessions", count=2, unit="lines")]
     assert holding_files(up.settings.home, SECRET) == [up.loopd.log]
     ledger = msgspec.json.decode(
-        (up.ledgers / f"{forgotten.plan}.ledger.json").read_bytes(), type=Ledger
+        (up.ledgers / f"{forgotten.plan}.ledger.json").read_bytes(), type=ForgetLedger
     )
     assert (ledger.state, ledger.done) == ("committed", ["memoryd", "brokerd"])
 
-    # loopd stops, then comes back able to apply: the retry finishes without the text
+    # loopd stops, then comes back able to apply: brokerd finishes it, the text in hand
     await up.loopd.stop()
     up.loopd.refuse.clear()
     async with trio.open_nursery() as nursery:
@@ -372,7 +355,6 @@ async def test_a_part_that_fails_to_apply_stays_pending_until_it_answers(
         await up.loopd.stop()
     retried = [r for r in up.loopd.seen if isinstance(r, ForgetApply)][1:]
     assert retried
-    assert all(r.text is None for r in retried)
     assert holding_files(up.settings.home, SECRET) == []
     assert up.leftovers() == []
     assert not any(SECRET.lower() in r.getMessage().lower() for r in caplog.records)
@@ -395,10 +377,10 @@ async def test_a_record_that_cannot_be_written_is_written_later_and_only_as_a_di
 
     monkeypatch.setattr(audit, "append_forget", full_until_writable)
     forgotten = await up.owner(Forget(text=SECRET, surface=OWNER, session=SESSION), Forgotten)
-    assert forgotten.pending == ["brokerd"]
+    assert [left.part for left in forgotten.left] == ["brokerd"]
     assert holding_files(up.settings.home, SECRET) == []
     ledger = msgspec.json.decode(
-        (up.ledgers / f"{forgotten.plan}.ledger.json").read_bytes(), type=Ledger
+        (up.ledgers / f"{forgotten.plan}.ledger.json").read_bytes(), type=ForgetLedger
     )
     assert ledger.unfinished == []
     writable.set()
@@ -420,15 +402,15 @@ async def test_a_restarted_brokerd_finishes_a_decided_forget(
 ) -> None:
     up.loopd.refuse.add("forget_apply")
     forgotten = await up.owner(Forget(text=SECRET, surface=OWNER), Forgotten)
-    assert forgotten.pending == ["loopd"]
+    assert [left.part for left in forgotten.left] == ["loopd"]
     up.kill_brokerd()
     up.loopd.refuse.clear()
     up.loopd.seen.clear()
     await up.start_brokerd(nursery)
     await up.wait_finished(forgotten.plan)
-    # (the killed brokerd's last try may still reach loopd: applying is idempotent)
-    assert up.loopd.seen
-    assert all(r == ForgetApply(plan=forgotten.plan) for r in up.loopd.seen)
+    # (the killed brokerd's last try, the text in hand, may still reach loopd: applying is
+    # idempotent, and the restarted one, which has no text, is answered all the same)
+    assert ForgetApply(plan=forgotten.plan) in up.loopd.seen
     assert holding_files(up.settings.home, SECRET) == []
     assert up.leftovers() == []
 
@@ -436,7 +418,7 @@ async def test_a_restarted_brokerd_finishes_a_decided_forget(
 async def test_a_forget_left_to_finish_does_not_hold_up_a_shutdown(up: World) -> None:
     up.loopd.refuse.add("forget_apply")
     forgotten = await up.owner(Forget(text=SECRET, surface=OWNER), Forgotten)
-    assert forgotten.pending == ["loopd"]
+    assert [left.part for left in forgotten.left] == ["loopd"]
     up.shutdown.set()
     with trio.fail_after(CAP_S / 3):
         await up.stopped.wait()
@@ -452,7 +434,7 @@ async def test_a_forget_left_preparing_is_aborted_at_start(
     for role in (world.memoryd, world.loopd):
         with trio.fail_after(CAP_S):
             await proto.call(role.socket, ForgetPrepare(plan=plan, text=SECRET), ForgetPrepared)
-    ledger = Ledger(plan=plan, state="preparing", parts=["memoryd", "loopd", "brokerd"])
+    ledger = ForgetLedger(plan=plan, state="preparing", parts=["memoryd", "loopd", "brokerd"])
     world.ledgers.mkdir(parents=True)
     (world.ledgers / f"{plan}.ledger.json").write_bytes(msgspec.json.encode(ledger))
     await world.start_brokerd(nursery)
@@ -462,6 +444,106 @@ async def test_a_forget_left_preparing_is_aborted_at_start(
     assert not any(isinstance(r, ForgetApply) for r in world.memoryd.seen + world.loopd.seen)
     assert world.unchanged()
     assert world.leftovers() == []
+
+
+# -- a role that is not running ----------------------------------------------------------
+
+
+async def owner_forget(world: World, progress: list[proto.Message]) -> Forgotten:
+    with trio.fail_after(CAP_S):
+        return await proto.call(
+            world.settings.admin_socket,
+            Forget(text=SECRET, surface=OWNER),
+            Forgotten,
+            deadline_s=CAP_S,
+            on_progress=progress.append,
+        )
+
+
+async def test_a_role_that_died_before_the_decision_is_waited_for_the_owner_told(
+    nursery: trio.Nursery, world: World
+) -> None:
+    await world.memoryd.start(nursery)
+    await world.start_brokerd(nursery)  # loopd is down (restarting)
+
+    async def back_soon() -> None:
+        await trio.sleep(WAIT_S / 2)
+        await world.loopd.start(nursery)
+
+    nursery.start_soon(back_soon)
+    progress: list[proto.Message] = []
+    forgotten = await owner_forget(world, progress)
+    assert forgotten.left == []
+    assert holding_files(world.settings.home, SECRET) == []
+    assert (
+        proto.ForgetProgress(step="prepare", gone=["loopd"], waited_s=0, bound_s=int(WAIT_S))
+        in progress
+    )
+    await world.wait_finished(forgotten.plan)
+    assert world.leftovers() == []
+
+
+async def test_a_role_gone_past_the_bound_before_the_decision_forgets_nothing(
+    nursery: trio.Nursery, world: World
+) -> None:
+    await world.memoryd.start(nursery)
+    await world.start_brokerd(nursery)
+    refused = await world.refused(Forget(text=SECRET, surface=OWNER))
+    assert refused.code == "forget-not-done"
+    assert refused.error.message == (
+        "nothing was forgotten: loopd is not running (waited 1 s for it); start it (bxctl up), "
+        "then forget the text again"
+    )
+    assert world.unchanged()
+    assert world.memoryd.kinds() == ["forget_prepare", "forget_abort"]
+    await world.loopd.start(nursery)  # back: it is told to abort, and the ledger goes
+    plan = world.memoryd.seen[0].plan  # type: ignore[attr-defined]
+    await world.wait_finished(plan)
+    assert world.loopd.kinds()[-1] == "forget_abort"
+    assert world.leftovers() == []
+    with pytest.raises(proto.RemoteError) as late:  # a prepare arriving late is barred
+        await proto.call(world.loopd.socket, ForgetPrepare(plan=plan, text=SECRET), Ok)
+    assert late.value.code == "forget-aborted"
+
+
+async def test_a_role_gone_after_the_decision_is_named_and_finishes_once_back(
+    nursery: trio.Nursery, up: World
+) -> None:
+    up.loopd.stop_after = "forget_prepare"  # it dies just after its plan is written
+    progress: list[proto.Message] = []
+    forgotten = await owner_forget(up, progress)
+    assert [(left.part, left.why) for left in forgotten.left] == [
+        ("loopd", "loopd is not running (waited 1 s for it)")
+    ]
+    assert forgotten.holdings == [
+        Holding(store="journal", count=1, unit="lines"),
+        Holding(store="audit", count=0, unit="records"),
+    ]
+    assert any(isinstance(p, proto.ForgetProgress) and p.gone == ["loopd"] for p in progress)
+    assert holding_files(up.settings.home, SECRET) == [up.loopd.log]
+    await up.loopd.start(nursery)
+    await up.wait_finished(forgotten.plan)
+    assert holding_files(up.settings.home, SECRET) == []
+    assert up.leftovers() == []
+
+
+async def test_a_role_that_lost_its_plan_is_never_counted_done(
+    nursery: trio.Nursery, up: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    up.loopd.refuse.add("forget_apply")
+    forgotten = await up.owner(Forget(text=SECRET, surface=OWNER), Forgotten)
+    up.kill_brokerd()
+    for plan in up.loopd.plans.glob("fg-*.json"):
+        plan.unlink()  # lost (a restore, a hand): loopd never heard of it now
+    up.loopd.refuse.clear()
+    await up.start_brokerd(nursery)
+    await up.wait_finished(forgotten.plan)
+    assert holding_files(up.settings.home, SECRET) == [up.loopd.log]  # the truth: still there
+    lost = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert lost
+    assert "no longer has its plan" in lost[0].getMessage()
+    assert "finished everywhere" not in caplog.text
+    assert up.leftovers() == []
 
 
 # -- what else a forget reaches, and who may ask for one -------------------------------
@@ -517,7 +599,9 @@ async def test_a_pending_approval_holding_the_text_is_denied(
     await world.start_brokerd(nursery, notes=read_grant(notes))
     holding = await ask(nursery, world, "c1", {"path": f"{notes}/{SECRET.lower()}.txt"})
     other = await ask(nursery, world, "c2", {"path": f"{notes}/tea.txt"})
-    await world.owner(Forget(text=SECRET, surface=OWNER), Forgotten)
+    listed = await world.owner(proto.ApprovalsList(), proto.Approvals)
+    forgotten = await world.owner(Forget(text=SECRET, surface=OWNER), Forgotten)
+    assert forgotten.denied == [a.id for a in listed.pending if a.call_id == "c1"]
     with trio.fail_after(CAP_S):
         await holding.replied.wait()
     assert holding.reply is not None
@@ -526,6 +610,22 @@ async def test_a_pending_approval_holding_the_text_is_denied(
     pending = await world.owner(proto.ApprovalsList(), proto.Approvals)
     assert [a.call_id for a in pending.pending] == ["c2"]
     assert not other.replied.is_set()
+
+
+async def test_a_forget_that_did_not_happen_denied_no_approval(
+    nursery: trio.Nursery, world: World
+) -> None:
+    notes = world.settings.home.parent / "notes"
+    await world.memoryd.start(nursery)
+    await world.loopd.start(nursery)
+    await world.start_brokerd(nursery, notes=read_grant(notes))
+    holding = await ask(nursery, world, "c1", {"path": f"{notes}/{SECRET.lower()}.txt"})
+    world.loopd.refuse.add("forget_prepare")
+    refused = await world.refused(Forget(text=SECRET, surface=OWNER))
+    assert refused.error.message.startswith("nothing was forgotten: ")
+    pending = await world.owner(proto.ApprovalsList(), proto.Approvals)
+    assert [a.call_id for a in pending.pending] == ["c1"]
+    assert not holding.replied.is_set()
 
 
 async def test_the_model_cannot_forget(up: World) -> None:

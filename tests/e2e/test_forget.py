@@ -107,7 +107,7 @@ async def test_a_secret_told_every_way_is_in_no_file_after_the_forget(stack: Sta
     assert len(files_holding(stack.home, SECRET)) >= 8  # the preview wrote nothing
 
     forgotten = await forget(stack, SECRET.lower())
-    assert forgotten.pending == []
+    assert (forgotten.left, forgotten.lost) == ([], [])
     assert forgotten.conflicts == []
     assert files_holding(stack.home, SECRET) == []
 
@@ -202,7 +202,7 @@ async def test_a_role_killed_during_a_forget_leaves_no_copy_once_back(
             except proto.CallFailed:
                 await trio.sleep(0.2)
                 continue
-            if done.pending:
+            if done.left:
                 await trio.sleep(0.2)
     assert files_holding(stack.home, SECRET) == []
     plans = ("memory/.forget", "sessions/.forget", "audit/.forget")

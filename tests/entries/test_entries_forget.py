@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 import entries
 import proto
 from entries import Answer, Ask, Confirm, Forget, ForgetProposal, Usage, parse_command
+from entries._forget import describe_forgotten, describe_progress
 from proto import ForgetApplied, ForgetApply, ForgetLook, ForgetLooked, Holding
 
 from .test_entries_desk import HERE, play
@@ -78,8 +79,14 @@ def test_nothing_holding_it_answers_without_asking() -> None:
 def test_a_confirmed_forget_goes_to_brokerd_then_the_surface_and_never_quotes_it() -> None:
     forgotten = proto.Forgotten(
         plan="fg-abcdefabcdef",
-        holdings=[Holding(store="sessions", count=3, unit="messages")],
-        pending=["loopd"],
+        holdings=[Holding(store="journal", count=2, unit="lines")],
+        left=[
+            proto.PartLeft(
+                part="loopd",
+                why="loopd is not running (waited 1 min for it)",
+                holdings=[Holding(store="sessions", count=3, unit="messages")],
+            )
+        ],
     )
     own = ForgetApplied(plan="fg-abcdefabcdef")
     asked, result = run(Forget("ZEBRA-7731", confirmed=True), [PREVIEWED, OWN, forgotten, own])
@@ -90,4 +97,56 @@ def test_a_confirmed_forget_goes_to_brokerd_then_the_surface_and_never_quotes_it
     assert isinstance(result, Answer)
     after = entries.to_plain(result).split("cannot be undone")[-1]
     assert "ZEBRA-7731" not in after
-    assert "loopd's part is decided" in after
+    assert "loopd is not running" in after
+
+
+def said(forgotten: proto.Forgotten) -> str:
+    return entries.to_terminal(describe_forgotten(forgotten, ForgetApplied(plan=forgotten.plan)))
+
+
+JOURNAL = Holding(store="journal", count=2, unit="lines")
+SESSIONS = Holding(store="sessions", count=3, unit="messages")
+
+
+def test_what_a_forget_did_is_told_from_its_outcome() -> None:
+    done = proto.Forgotten(plan="fg-abcdefabcdef", holdings=[JOURNAL, SESSIONS])
+    assert said(done) == (
+        "forgotten, everywhere boxmaker had written it:\n"
+        "  the edit journal (those edits can no longer be undone): 2 lines\n"
+        "  session messages: 3 messages"
+    )
+    left = proto.Forgotten(
+        plan="fg-abcdefabcdef",
+        holdings=[JOURNAL],
+        left=[proto.PartLeft(part="loopd", why="loopd is not running", holdings=[SESSIONS])],
+        denied=["ap-7k2m4x"],
+    )
+    assert said(left) == (
+        "forgotten from:\n"
+        "  the edit journal (those edits can no longer be undone): 2 lines\n"
+        "decided, and still to finish (by itself, once each role answers again; nothing for "
+        "you to do):\n"
+        "  loopd: loopd is not running\n"
+        "    session messages: 3 messages\n"
+        "denied the pending approvals that held it: ap-7k2m4x"
+    )
+    lost = proto.Forgotten(
+        plan="fg-abcdefabcdef",
+        holdings=[JOURNAL],
+        lost=[proto.PartLeft(part="loopd", why="loopd could not do it")],
+    )
+    answer = describe_forgotten(lost, ForgetApplied(plan="fg-abcdefabcdef"))
+    assert not answer.ok
+    assert entries.to_plain(answer).endswith(
+        "loopd no longer had its plan of this forget: what it holds of the text stays there; "
+        "forget the text again"
+    )
+
+
+def test_a_forget_under_way_says_what_it_waits_for() -> None:
+    waiting = proto.ForgetProgress(step="prepare", gone=["memoryd"], waited_s=4, bound_s=60)
+    assert describe_progress(waiting) == (
+        "waiting for memoryd to come back (not running): 4 s of at most 60 s"
+    )
+    working = proto.ForgetProgress(step="apply", working=["loopd"], waited_s=12)
+    assert describe_progress(working) == "loopd still forgetting (12 s)"

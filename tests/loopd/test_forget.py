@@ -24,6 +24,7 @@ import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lines_store import holding_files
 
 import proto
 from bxctl import app
@@ -31,7 +32,7 @@ from bxctl._common import CommandError
 from bxctl._sessions import resolve_session
 from loopd import Loopd
 from loopd._config import ModelSection, resolve
-from loopd._forget import PLAN_DIR, plan_sessions
+from loopd._forget import plan_sessions
 from loopd._sessions import SessionStore
 from loopd._tools import tool_schemas
 from proto import (
@@ -186,13 +187,12 @@ def shape(record: SessionRecord) -> tuple[object, ...]:
 
 
 def holders(root: Path, needle: str) -> list[str]:
-    """Every file under `root` whose raw bytes, lowered, hold the needle."""
-    return [
-        str(path.relative_to(root))
-        for path in sorted(root.rglob("*"))
-        if path.is_file()
-        and needle.lower() in path.read_bytes().decode("utf-8", errors="replace").lower()
-    ]
+    """Every file under `root` whose bytes hold the needle, folded (`proto.fold`)."""
+    return [str(path.relative_to(root)) for path in holding_files(root, needle)]
+
+
+def counts(holdings: list[proto.Holding]) -> list[tuple[str, int]]:
+    return [(h.store, h.count) for h in holdings]
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -228,15 +228,15 @@ async def test_a_forget_leaves_no_copy_and_every_session_its_shape(
         lines = {s: (store.root / s / "0.jsonl").read_bytes().count(b"\n") for s, *_ in sessions}
         looked = await broker(loopd, ForgetLook(text=needle), ForgetLooked)
         prepared = await broker(loopd, ForgetPrepare(plan=PLAN, text=needle), ForgetPrepared)
-        assert prepared.holdings == looked.holdings
-        assert holders(store.root / PLAN_DIR, needle) == []  # the plan never holds it
+        assert counts(prepared.holdings) == counts(looked.holdings)
+        assert holders(store.root / proto.PLAN_DIR, needle) == []  # the plan never holds it
         applied = await broker(
             loopd, ForgetApply(plan=PLAN, text=needle if with_text else None), ForgetApplied
         )
         assert applied.conflicts == []
-        assert applied.holdings == looked.holdings
+        assert counts(applied.holdings) == counts(looked.holdings)
         assert holders(store.root, needle) == []
-        assert list((store.root / PLAN_DIR).iterdir()) == []
+        assert [p.name for p in (store.root / proto.PLAN_DIR).iterdir()] == [proto.ENDED_FILE]
         for session, *_ in sessions:
             after = store.load(session)
             assert [shape(r) for r in after.records] == [shape(r) for r in before[session].records]
@@ -245,12 +245,11 @@ async def test_a_forget_leaves_no_copy_and_every_session_its_shape(
             log_bytes = (store.root / session / "0.jsonl").read_bytes()
             assert log_bytes.count(b"\n") == lines[session]
         done = snapshot(store.root)
-        again = await broker(loopd, ForgetApply(plan=PLAN, text=needle), ForgetApplied)
+        for text in (needle, None):  # asked again (an answer lost): said again, nothing redone
+            again = await broker(loopd, ForgetApply(plan=PLAN, text=text), ForgetApplied)
+            assert again.again
+            assert counts(again.holdings) == counts(applied.holdings)
         assert snapshot(store.root) == done
-        assert [h.count for h in again.holdings] == [0, 0]
-        assert await broker(loopd, ForgetApply(plan=PLAN), ForgetApplied) == ForgetApplied(
-            plan=PLAN
-        )
 
 
 async def test_look_names_the_sessions_newest_first_and_writes_nothing(short_dir: Path) -> None:
@@ -273,22 +272,25 @@ async def test_look_names_the_sessions_newest_first_and_writes_nothing(short_dir
     assert snapshot(loopd.store.root) == before
 
 
-async def test_abort_deletes_an_undecided_plan_and_keeps_a_committed_one(short_dir: Path) -> None:
+async def test_abort_ends_an_undecided_plan_and_a_committed_one_is_kept(short_dir: Path) -> None:
     loopd = make_loopd(short_dir / "home", short_dir)
     write_session(
         loopd.store, "chat-00000001", "s", [UserRecord(time=TIME, content="zebra-7731")], b""
     )
-    plans = loopd.store.root / PLAN_DIR
+    plans = loopd.forget_part.files.plans
     await broker(loopd, ForgetPrepare(plan=PLAN, text="zebra-7731"), ForgetPrepared)
     assert await broker(loopd, proto.ForgetAbort(plan=PLAN), proto.Ok) == proto.Ok()
-    assert proto.read_plan(plans, PLAN) is None
-    await broker(loopd, ForgetPrepare(plan=PLAN, text="zebra-7731"), ForgetPrepared)
-    prepared = proto.read_plan(plans, PLAN)
+    assert plans.read(PLAN) is None
+    other = "fg-testplan0002"
+    await broker(loopd, ForgetPrepare(plan=other, text="zebra-7731"), ForgetPrepared)
+    prepared = plans.read(other)
     assert prepared is not None
-    committed = msgspec.structs.replace(prepared, committed=True)
-    proto.write_plan(plans, committed)
-    await broker(loopd, proto.ForgetAbort(plan=PLAN), proto.Ok)
-    assert proto.read_plan(plans, PLAN) == committed
+    committed = msgspec.structs.replace(prepared, stage="committed")
+    plans.write(other, committed)
+    with pytest.raises(proto.RemoteError) as refused:
+        await broker(loopd, proto.ForgetAbort(plan=other), proto.Ok)
+    assert refused.value.error.code == "forget-decided"
+    assert plans.read(other) == committed
 
 
 async def test_a_committed_plan_half_applied_is_finished_at_start(
@@ -299,23 +301,20 @@ async def test_a_committed_plan_half_applied_is_finished_at_start(
     for n in range(2):
         logged = [UserRecord(time=TIME, content=f"code {n}: ZEBRA-7731")]
         write_session(store, f"chat-0000000{n}", "sys ZEBRA-7731", logged, b"")
-    plans = store.root / PLAN_DIR
+    plans = loopd.forget_part.files.plans
     edits = plan_sessions(store.root, "zebra-7731")
-    plan = proto.ForgetPlan(plan=PLAN, committed=True, edits=edits)
-    proto.write_plan(plans, plan)
-    proto.apply_edit(store.root, edits[0])  # killed after the first file
-    stale = proto.ForgetPlan(plan="fg-neverdecided1")
-    proto.write_plan(plans, stale)
-    old = (plans / "fg-neverdecided1.json").stat().st_mtime - 2 * 3600
-    os.utime(plans / "fg-neverdecided1.json", (old, old))
-    fresh = proto.ForgetPlan(plan="fg-beingprepared")
-    proto.write_plan(plans, fresh)
+    plans.write(PLAN, proto.ForgetPlan(plan=PLAN, stage="committed", edits=edits))
+    proto.apply_file_edit(store.root, edits[0])  # killed after the first file
+    plans.write("fg-preparedlong1", proto.ForgetPlan(plan="fg-preparedlong1"))
+    a_day_ago = time.time() - 86400  # prepared a day ago: still brokerd's to decide
+    os.utime(plans.path("fg-preparedlong1"), (a_day_ago, a_day_ago))
     assert holders(store.root, "zebra-7731")  # the half not yet applied
 
     restarted = make_loopd(short_dir / "home", short_dir)
     await restarted.recover(nursery)
     assert holders(store.root, "zebra-7731") == []
-    assert sorted(p.name for p in plans.iterdir()) == ["fg-beingprepared.json"]
+    assert plans.ids() == ["fg-preparedlong1"]
+    assert restarted.forget_part.files.ended(PLAN) is not None
     assert [len(store.load(f"chat-0000000{n}").records) for n in range(2)] == [1, 1]
 
 
@@ -343,8 +342,8 @@ async def test_loopd_finishes_a_decided_forget_before_it_serves_and_answers_brok
     logged = [UserRecord(time=TIME, content="code ZEBRA-7731")]
     write_session(loopd.store, "chat-00000001", "s", logged, b"")
     edits = plan_sessions(loopd.store.root, "zebra-7731")
-    proto.write_plan(
-        loopd.store.root / PLAN_DIR, proto.ForgetPlan(plan=PLAN, committed=True, edits=edits)
+    loopd.forget_part.files.plans.write(
+        PLAN, proto.ForgetPlan(plan=PLAN, stage="committed", edits=edits)
     )
     shutdown = trio.Event()
     with trio.fail_after(10):
@@ -369,18 +368,18 @@ async def test_bxctl_lists_and_resolves_sessions_but_never_the_plans(
     logged = [UserRecord(time=TIME, content="code ZEBRA-7731")]
     write_session(loopd.store, "chat-00000001", "s", logged, b"")
     await broker(loopd, ForgetPrepare(plan=PLAN, text="zebra-7731"), ForgetPrepared)
-    assert (loopd.store.root / PLAN_DIR / f"{PLAN}.json").is_file()
+    assert (loopd.store.root / proto.PLAN_DIR / f"{PLAN}.json").is_file()
     assert loopd.store.list() == ["chat-00000001"]
     (home / "config").mkdir()
     assert app(["sessions", "list", "--home", str(home)], result_action="return_value") == 0
     listed = capsys.readouterr()
     assert "chat-00000001" in listed.out
-    assert PLAN_DIR not in listed.out + listed.err
+    assert proto.PLAN_DIR not in listed.out + listed.err
     with pytest.raises(CommandError, match="no session"):
         resolve_session(home, ".for")
 
 
-async def test_apply_finds_a_copy_in_a_session_opened_since_the_plan(
+async def test_apply_finds_a_copy_in_a_session_opened_or_written_since_the_plan(
     short_dir: Path,
 ) -> None:
     loopd = make_loopd(short_dir / "home", short_dir)
@@ -389,16 +388,16 @@ async def test_apply_finds_a_copy_in_a_session_opened_since_the_plan(
         loopd.store, "chat-00000001", "s", [UserRecord(time=TIME, content="zebra-7731")], b""
     )
     write_session(loopd.store, "chat-00000002", "s", [UserRecord(time=TIME, content="tea")], b"")
-    old = time.time_ns() - 60 * 1_000_000_000  # the untouched session: a minute old
+    a_year_on = time.time_ns() + 365 * 86400 * 1_000_000_000  # a clock that jumped: no matter
     for path in (loopd.store.root / "chat-00000002").iterdir():
-        os.utime(path, ns=(old, old))
-    os.utime(loopd.store.root / "chat-00000002", ns=(old, old))
+        os.utime(path, ns=(a_year_on, a_year_on))
     await broker(loopd, ForgetPrepare(plan=PLAN, text="zebra-7731"), ForgetPrepared)
     # after the plan: a session opened with the text, and a turn in the untouched one
     write_session(
         loopd.store, "chat-00000003", "s; ZEBRA-7731", [UserRecord(time=TIME, content="x")], b""
     )
+    loopd.store.load("chat-00000002").append(UserRecord(time=TIME, content="Zebra-7731 now"))
     applied = await broker(loopd, ForgetApply(plan=PLAN, text="zebra-7731"), ForgetApplied)
     assert applied.conflicts == []
     assert holders(loopd.store.root, "zebra-7731") == []
-    assert "chat-00000003" in applied.holdings[1].names
+    assert counts(applied.holdings) == [("sessions", 2), ("baselines", 1)]

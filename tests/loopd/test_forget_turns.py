@@ -133,13 +133,13 @@ async def test_a_busy_session_is_named_and_the_decided_plan_finishes_when_asked_
             with pytest.raises(proto.RemoteError) as refused:
                 await forget(h)
             h.brokerd.decided.set()
-        plan = proto.read_plan(h.home / "sessions" / ".forget", PLAN)
+        plan = h.loopd.forget_part.files.plans.read(PLAN)
         applied = await forget(h, text=None)
     assert refused.value.error.code == "session-busy"
     assert opened.session in refused.value.error.message
     assert SECRET.lower() not in refused.value.error.message.lower()
     assert plan is not None
-    assert plan.committed
+    assert plan.stage == "committed"
     assert applied.holdings[0] == Holding(
         store="sessions", count=1, unit="messages", names=[opened.session]
     )

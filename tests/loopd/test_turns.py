@@ -390,7 +390,7 @@ async def test_a_session_taken_back_is_written_again_with_memory_as_it_is_after_
         assert not (h.home / "sessions" / opened.session).exists()
         h.memoryd.block = "The locker code is 4417."
         h.memoryd.served = trio.Event()
-        forgetter = h.loopd.forgetter
+        forgetter = h.loopd.forget
         async with trio.open_nursery() as turn, forgetter.writing:  # as a forget's apply
             turn.start_soon(say, h.chat, opened.session, "hello")
             await h.memoryd.served.wait()  # its baseline is made: the code is in it

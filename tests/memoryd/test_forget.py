@@ -14,15 +14,17 @@ from pathlib import Path
 import msgspec
 import pytest
 import sqlean
+import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lines_store import holding_files
 from memoryd_harness import SESSION, append, log_path, progress, said, user
 
 import entries
 import proto
 from memoryd import Memoryd, on_home
 from memoryd._edits import read_history, reconcile
-from memoryd._forget import PLAN_DIR, redact_journal_line
+from memoryd._forget import redact_journal_line
 from memoryd._owner import plan_undo
 from proto import (
     AppliedEdit,
@@ -127,16 +129,10 @@ def spread(role: Memoryd, copies: list[str]) -> None:
 
 
 def holders(home: Path, needle: str) -> list[str]:
-    """Files under memory/ and index/ whose bytes hold `needle` in any case (utf-8)."""
-    folded = needle.lower().encode()
+    """Files under memory/ and index/ whose bytes hold `needle` folded (`proto.fold`)."""
     found = []
     for top in ("memory", "index"):
-        for path in sorted((home / top).rglob("*")):
-            if (
-                path.is_file()
-                and folded in path.read_bytes().decode(errors="replace").lower().encode()
-            ):
-                found.append(str(path.relative_to(home)))
+        found += [str(p.relative_to(home)) for p in holding_files(home / top, needle)]
     return found
 
 
@@ -169,25 +165,25 @@ async def test_no_file_under_memory_or_index_holds_a_forgotten_text(
             home = role.settings.home
             assert holders(home, needle), "the example puts copies everywhere"
 
-            looked = await role.forgets.look(needle)
+            part = role.forget_part
+            looked = await part.handle(ForgetLook(text=needle))
+            assert isinstance(looked, ForgetLooked)
             assert {h.store for h in looked.holdings} >= {"journal", "recall log", "index"}
             assert {e.file for e in looked.entries} >= {"memory", "archive"}
 
-            prepared = await role.forgets.prepare(PLAN, needle)
+            prepared = await part.handle(ForgetPrepare(plan=PLAN, text=needle))
+            assert isinstance(prepared, ForgetPrepared)
             assert prepared.holdings
-            plan_dir = home / "memory" / PLAN_DIR
-            assert sorted(p.name for p in plan_dir.iterdir()) == [
-                f"{PLAN}.json",
-                f"{PLAN}.steps.json",
-            ]
+            plan_dir = home / "memory" / proto.PLAN_DIR
+            assert sorted(p.name for p in plan_dir.iterdir()) == [f"{PLAN}.json"]
             assert holders(home, needle) != [], "prepare changes nothing but the plan"
-            for path in plan_dir.iterdir():
-                assert needle.lower() not in path.read_text().lower(), "the plan holds no copy"
+            assert holding_files(plan_dir, needle) == [], "the plan holds no copy"
 
-            applied = await role.forgets.apply(PLAN, needle)
+            applied = await part.handle(ForgetApply(plan=PLAN, text=needle))
+            assert isinstance(applied, ForgetApplied)
             assert applied.conflicts == []
             assert holders(home, needle) == []
-            assert not plan_dir.exists() or list(plan_dir.iterdir()) == []
+            assert sorted(p.name for p in plan_dir.iterdir()) == [proto.ENDED_FILE]
             for word in proto.words(needle):
                 found = await role.index.search(word, 10)
                 assert not any(proto.holds(f.text, needle) for f in found.found)
@@ -196,8 +192,10 @@ async def test_no_file_under_memory_or_index_holds_a_forgotten_text(
             assert "an entry that stays" in role.memory.read_entries("memory")
 
             snapshot = {p: p.read_bytes() for p in (home / "memory").rglob("*") if p.is_file()}
-            again = await role.forgets.apply(PLAN, None)
-            assert again == ForgetApplied(plan=PLAN)
+            again = await part.handle(ForgetApply(plan=PLAN))
+            assert isinstance(again, ForgetApplied)
+            assert again.again
+            assert again.holdings == applied.holdings
             assert {p: p.read_bytes() for p in snapshot} == snapshot
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -207,7 +205,7 @@ async def test_ids_and_approvals_survive_and_undo_refuses(short_dir: Path) -> No
     async with running(short_dir) as role:
         spread(role, ["ZEBRA-7731"])
         ids = [proto.edit_id(line) for line in read_history(role.memory, None)]
-        await role.forgets.apply(PLAN, "zebra-7731")
+        await role.forget_part.handle(ForgetApply(plan=PLAN, text="zebra-7731"))
         journal = read_history(role.memory, None)
         assert [proto.edit_id(line) for line in journal[: len(ids)]] == ids
         touched = [line for line in journal if line.forgotten == PLAN]
@@ -254,20 +252,21 @@ async def test_a_kill_half_way_is_finished_at_the_next_start(short_dir: Path) ->
         spread(role, [needle, needle.lower()])
         await role.index.session_updated(SESSION)
         home = role.settings.home
-        await role.forgets.prepare(PLAN, needle)
-        plan_dir = home / "memory" / PLAN_DIR
-        plan = proto.read_plan(plan_dir, PLAN)
+        await role.forget_part.handle(ForgetPrepare(plan=PLAN, text=needle))
+        plans = role.forget_part.files.plans
+        plan = plans.read(PLAN)
         assert plan is not None
-        committed = proto.ForgetPlan(
-            plan=PLAN, committed=True, edits=plan.edits, counts=plan.counts
-        )
-        proto.write_plan(plan_dir, committed)
+        committed = msgspec.structs.replace(plan, stage="committed")
+        plans.write(PLAN, committed)
         for edit in committed.edits[: len(committed.edits) // 2]:  # killed half-way
-            proto.apply_edit(home / "memory", edit)
+            proto.apply_file_edit(home / "memory", edit)
     assert holders(home, needle)
+    a_day_ago = plans.path(PLAN).stat().st_mtime - 86400  # down a day: nothing decides by age
+    os.utime(plans.path(PLAN), (a_day_ago, a_day_ago))
     async with running(short_dir) as role:
         assert holders(home, needle) == []
-        assert proto.read_plan(plan_dir, PLAN) is None
+        assert plans.read(PLAN) is None
+        assert role.forget_part.files.ended(PLAN) is not None
         found = await role.index.search("zebra 7731", 10)
         assert not any(proto.holds(f.text, needle) for f in found.found)
         assert reconcile(role.memory) == []
@@ -283,7 +282,8 @@ async def test_an_index_built_before_secure_delete_is_vacuumed_once(short_dir: P
     conn.commit()
     conn.close()
     async with running(short_dir) as role:
-        applied = await role.forgets.apply(PLAN, "zebra-7731")
+        applied = await role.forget_part.handle(ForgetApply(plan=PLAN, text="zebra-7731"))
+        assert isinstance(applied, ForgetApplied)
         assert applied.conflicts == []
         assert holders(role.settings.home, "zebra-7731") == []
         conn = sqlean.connect(str(path))
@@ -298,7 +298,7 @@ async def test_a_log_rewritten_by_loopd_is_read_again_by_count(short_dir: Path) 
         sessions = role.settings.sessions_dir
         append(sessions, [user("first ZEBRA-7731"), user("second")])
         await role.index.session_updated(SESSION)
-        await role.forgets.apply(PLAN, "zebra-7731")
+        await role.forget_part.handle(ForgetApply(plan=PLAN, text="zebra-7731"))
         append(sessions, [user("third words")])
         await role.index.session_updated(SESSION)  # a cursor again, into the old bytes
         path = log_path(sessions)
@@ -317,7 +317,8 @@ async def test_look_counts_and_offers_near_matches(short_dir: Path) -> None:
         spread(role, ["ZEBRA-7731"])
         append(role.settings.sessions_dir, [user("a zebra named 7731 walked by")])
         await role.index.session_updated(SESSION)
-        looked = await role.forgets.look("zebra-7731")
+        looked = await role.forget_part.handle(ForgetLook(text="zebra-7731"))
+        assert isinstance(looked, ForgetLooked)
         assert "a zebra named 7731 walked by" in looked.near
         assert len(looked.near) <= 10
         assert all(len(n) <= 160 for n in looked.near)
@@ -335,31 +336,70 @@ async def test_the_broker_socket_serves_the_four_kinds(short_dir: Path) -> None:
         prepared = await role.handle_broker(ForgetPrepare(plan=PLAN, text="zebra-7731"), conn)  # type: ignore[arg-type]
         assert isinstance(prepared, ForgetPrepared)
         await role.handle_broker(proto.ForgetAbort(plan=PLAN), conn)  # type: ignore[arg-type]
-        assert proto.read_plan(role.forgets.plans, PLAN) is None
-        applied = await role.handle_broker(ForgetApply(plan=PLAN, text="zebra-7731"), conn)  # type: ignore[arg-type]
+        assert role.forget_part.files.plans.read(PLAN) is None
+        with pytest.raises(proto.ServiceError) as refused:  # aborted: it cannot go on
+            await role.handle_broker(ForgetApply(plan=PLAN, text="zebra-7731"), conn)  # type: ignore[arg-type]
+        assert refused.value.code == "forget-aborted"
+        other = "fg-other0000001"
+        applied = await role.handle_broker(ForgetApply(plan=other, text="zebra-7731"), conn)  # type: ignore[arg-type]
         assert isinstance(applied, ForgetApplied)
         assert applied.conflicts == []
-        with pytest.raises(proto.ServiceError):
+        with pytest.raises(proto.ServiceError) as refused:
             await role.handle_broker(ForgetLook(text="x"), conn)  # type: ignore[arg-type]
+        assert refused.value.code == "bad-forget"
 
 
-async def test_an_undecided_plan_is_deleted_at_start_and_a_committed_one_is_kept_by_abort(
+async def test_a_prepared_plan_waits_a_week_and_a_committed_one_is_kept_by_abort(
     short_dir: Path,
 ) -> None:
     async with running(short_dir) as role:
         spread(role, ["ZEBRA-7731"])
-        await role.forgets.prepare(PLAN, "zebra-7731")
-        await role.forgets.prepare("fg-decided0001", "an entry")
-        plans = role.forgets.plans
-        decided = proto.read_plan(plans, "fg-decided0001")
+        await role.index.session_updated(SESSION)
+        part = role.forget_part
+        await part.handle(ForgetPrepare(plan=PLAN, text="zebra-7731"))
+        await part.handle(ForgetPrepare(plan="fg-decided0001", text="plain"))
+        plans = part.files.plans
+        decided = plans.read("fg-decided0001")
         assert decided is not None
-        proto.write_plan(plans, msgspec.structs.replace(decided, committed=True))
-        await role.forgets.abort("fg-decided0001")
-        assert proto.read_plan(plans, "fg-decided0001") is not None, "decided: abort keeps it"
-        hour_ago = datetime.now(UTC).timestamp() - 2 * 3600
-        os.utime(plans / f"{PLAN}.json", (hour_ago, hour_ago))
+        plans.write("fg-decided0001", msgspec.structs.replace(decided, stage="committed"))
+        with pytest.raises(proto.ServiceError) as refused:
+            await part.handle(proto.ForgetAbort(plan="fg-decided0001"))
+        assert refused.value.code == "forget-decided"
+        assert plans.read("fg-decided0001") is not None, "decided: abort keeps it"
+        a_week_ago = datetime.now(UTC).timestamp() - 7 * 86400
+        os.utime(plans.path(PLAN), (a_week_ago, a_week_ago))
         home = role.settings.home
     async with running(short_dir) as role:
-        assert sorted(p.name for p in plans.iterdir()) == []
+        assert plans.ids() == [PLAN], "the decided one finished at start; the other waits"
         assert holders(home, "zebra-7731"), "never decided: nothing forgotten"
-        assert "an entry that stays" not in role.memory.read_entries("memory")
+        assert role.memory.read_entries("user") == ()
+        applied = await role.forget_part.handle(ForgetApply(plan=PLAN))  # brokerd's word, late
+        assert isinstance(applied, ForgetApplied)
+        assert holders(home, "zebra-7731") == []
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        ["my pin is 55\u200b12", "pin 5512", "PIN 55\u00ad12", "5-5-1-2 is not it"],
+        ["Hauptstraße 3", "HAUPTSTRASSE 3", "Hauptstrasse 3", "Haupt strasse 3"],
+    ],
+)
+async def test_the_index_holds_by_the_one_rule_and_its_check_after_agrees(
+    short_dir: Path, rows: list[str]
+) -> None:
+    needle = "5512" if "pin" in rows[1] else "hauptSTRASSE"
+    async with running(short_dir) as role:
+        append(role.settings.sessions_dir, [user(text) for text in rows])
+        await role.index.session_updated(SESSION)
+        held = await trio.to_thread.run_sync(role.index.holding, needle)
+        assert sorted(text for _, text, *_ in held) == sorted(
+            r for r in rows if proto.holds(r, needle)
+        )
+        assert len(held) == 3
+        applied = await role.forget_part.handle(ForgetApply(plan=PLAN, text=needle))
+        assert isinstance(applied, ForgetApplied)
+        assert applied.conflicts == []
+        assert await trio.to_thread.run_sync(role.index.verify_forget, needle) == []
+        found = await role.index.search(rows[3], 10)
+        assert rows[3] in [f.text for f in found.found]  # what does not hold it stays

@@ -160,7 +160,12 @@ HOLDINGS = st.builds(
 )
 PARTS = st.text(min_size=1, max_size=proto.MAX_PART_CHARS)
 
+PLAN_IDS = st.from_regex(r"\Afg-[0-9a-z]{6,40}\Z")
+
 EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
+    proto.ForgetPrepare: st.builds(proto.ForgetPrepare, plan=PLAN_IDS, text=st.text()),
+    proto.ForgetApply: st.builds(proto.ForgetApply, plan=PLAN_IDS, text=st.none() | st.text()),
+    proto.ForgetAbort: st.builds(proto.ForgetAbort, plan=PLAN_IDS),
     SessionUpdated: st.builds(SessionUpdated, session=SESSION_IDS),
     ToolRequest: st.builds(
         ToolRequest,
@@ -293,7 +298,27 @@ EXPLICIT: dict[type[Message], st.SearchStrategy[Message]] = {
         proto.ForgetPreviewed, holdings=st.lists(HOLDINGS, max_size=3)
     ),
     proto.Forgotten: st.builds(
-        proto.Forgotten, plan=st.text(), holdings=st.lists(HOLDINGS, max_size=3)
+        proto.Forgotten,
+        plan=st.text(),
+        holdings=st.lists(HOLDINGS, max_size=3),
+        left=st.lists(
+            st.builds(
+                proto.PartLeft,
+                part=st.text(),
+                why=st.text(),
+                holdings=st.lists(HOLDINGS, max_size=2),
+            ),
+            max_size=2,
+        ),
+        denied=st.lists(st.text(), max_size=2),
+    ),
+    proto.ForgetProgress: st.builds(
+        proto.ForgetProgress,
+        step=st.sampled_from(["preview", "prepare", "apply"]),
+        working=st.lists(st.text(), max_size=2),
+        gone=st.lists(st.text(), max_size=2),
+        waited_s=st.integers(min_value=0),
+        bound_s=st.integers(min_value=0),
     ),
     proto.Forget: st.builds(
         proto.Forget, text=st.text(), surface=SURFACES, session=st.none() | SESSION_IDS
@@ -318,7 +343,7 @@ def strategy_for(cls: type[Message]) -> st.SearchStrategy[Message]:
 
 def test_explicit_strategies_name_real_kinds() -> None:
     assert set(EXPLICIT) <= set(KINDS)
-    assert len(KINDS) == 58
+    assert len(KINDS) == 59
 
 
 # -- round trip ---------------------------------------------------------------------------

@@ -89,15 +89,15 @@ def test_a_plan_applied_half_then_again_ends_the_same(
     edit = proto.LinesEdit(path="log.jsonl", lines=proto.line_edits(lines, needle))
     assert not any(proto.holds_value(msgspec.json.decode(s.new), needle) for s in edit.lines)
     partial = proto.LinesEdit(path="log.jsonl", lines=edit.lines[:half])
-    proto.apply_edit(root, partial)  # a kill after part of it
-    outcome = proto.apply_edit(root, edit)
+    proto.apply_file_edit(root, partial)  # a kill after part of it
+    outcome = proto.apply_file_edit(root, edit)
     assert not outcome.conflicts
-    assert proto.verify_edit(root, edit) == []
+    assert proto.verify_file_edit(root, edit) == []
     data = (root / "log.jsonl").read_bytes()
     decoded = [msgspec.json.decode(line) for line in data.splitlines()]
     assert not proto.holds_value(decoded, needle)  # decoded: `\u0007` does not hold "00"
     assert data.count(b"\n") == len(lines)
-    again = proto.apply_edit(root, edit)
+    again = proto.apply_file_edit(root, edit)
     assert (again.applied, again.conflicts) == (0, [])
 
 
@@ -105,7 +105,7 @@ def test_a_line_changed_since_the_plan_is_a_conflict_and_left_alone(tmp_path: Pa
     (tmp_path / "log.jsonl").write_bytes(b'{"a":"zebra"}\n')
     edit = proto.LinesEdit(path="log.jsonl", lines=proto.line_edits([b'{"a":"zebra"}'], "zebra"))
     (tmp_path / "log.jsonl").write_bytes(b'{"a":"zebra!"}\n')
-    outcome = proto.apply_edit(tmp_path, edit)
+    outcome = proto.apply_file_edit(tmp_path, edit)
     assert outcome.conflicts
     assert outcome.applied == 0
     assert (tmp_path / "log.jsonl").read_bytes() == b'{"a":"zebra!"}\n'
@@ -114,24 +114,26 @@ def test_a_line_changed_since_the_plan_is_a_conflict_and_left_alone(tmp_path: Pa
 @pytest.mark.parametrize("path", ["../x", "/etc/passwd", "a/../../x"])
 def test_a_plan_cannot_name_a_path_outside_its_root(tmp_path: Path, path: str) -> None:
     with pytest.raises(ValueError, match="outside its root"):
-        proto.apply_edit(tmp_path, proto.WholeEdit(path=path, old="", new=""))
+        proto.apply_file_edit(tmp_path, proto.WholeEdit(path=path, old="", new=""))
 
 
 def test_plans_round_trip_and_hold_no_text(tmp_path: Path) -> None:
-    plan = proto.ForgetPlan(
+    files = proto.ForgetFiles(tmp_path / ".forget", proto.NoSteps)
+    plan: proto.ForgetPlan[proto.NoSteps] = proto.ForgetPlan(
         plan=proto.new_plan_id(),
         edits=[proto.LinesEdit(path="a", lines=proto.line_edits([b'"ZEBRA"'], "zebra"))],
     )
-    proto.write_plan(tmp_path / ".forget", plan)
-    assert proto.read_plan(tmp_path / ".forget", plan.plan) == plan
+    files.plans.write(plan.plan, plan)
+    assert files.plans.read(plan.plan) == plan
     assert b"zebra" not in (tmp_path / ".forget" / f"{plan.plan}.json").read_bytes().lower()
-    assert list(proto.plan_paths(tmp_path / ".forget")) == [
-        tmp_path / ".forget" / f"{plan.plan}.json"
-    ]
-    proto.remove_plan(tmp_path / ".forget", plan.plan)
-    assert proto.read_plan(tmp_path / ".forget", plan.plan) is None
-    with pytest.raises(ValueError, match="not a plan id"):
-        proto.read_plan(tmp_path, "../../etc")
+    assert files.plans.ids() == [plan.plan]
+    ended = files.end(plan.plan, "applied", {"log": 1})
+    assert files.plans.read(plan.plan) is None
+    assert files.plans.ids() == []
+    assert files.ended(plan.plan) == ended
+    assert files.ended(proto.new_plan_id()) is None
+    with pytest.raises(ValueError, match="not a forget id"):
+        files.plans.read("../../etc")
 
 
 def test_a_number_in_a_tool_calls_arguments_is_found_but_a_records_own_is_not() -> None:
@@ -188,3 +190,28 @@ def test_an_invisible_character_inside_a_copy_does_not_hide_it(
 
 def test_invisible_characters_alone_cannot_be_forgotten() -> None:
     assert proto.forget_problem("\u200b\u2060\u200b") is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("my pin is 55\u200b12", "5512"),
+        ("PIN 55\u00ad12", "5512"),
+        ("Hauptstraße 3", "HAUPTSTRASSE"),
+        ("HAUPTSTRASSE 3", "hauptstraße"),
+        ("ΣΊΣΥΦΟΣ", "σίσυφος"),
+        ("ﬁle", "FILE"),
+    ],
+)
+def test_holds_folds_invisible_characters_and_case_fully(text: str, needle: str) -> None:
+    assert proto.holds(text, needle)
+    redacted = proto.redact(text, needle)
+    assert proto.MARKER in redacted
+    assert not proto.holds(redacted, needle)
+
+
+@given(TEXTS, NEEDLES)
+def test_fold_is_casefold_without_invisible_characters(text: str, needle: str) -> None:
+    stripped = "".join(c for c in text if not proto.is_default_ignorable(c))
+    assert proto.fold(text) == stripped.casefold()
+    assert proto.holds(text, needle) == (proto.fold(needle) in stripped.casefold())

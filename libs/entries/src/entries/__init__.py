@@ -69,6 +69,7 @@ from ._errors import EditRefused as EditRefused
 from ._errors import EntriesError as EntriesError
 from ._errors import ParseError as ParseError
 from ._errors import RefusalCode as RefusalCode
+from ._forget import describe_progress as describe_progress
 from ._format import SEPARATOR_LINE as SEPARATOR_LINE
 from ._format import chars as chars
 from ._format import check_entry as check_entry
@@ -138,6 +139,7 @@ __all__ = [
     "check_entry",
     "command_for",
     "describe_edit",
+    "describe_progress",
     "describe_why",
     "file_name",
     "file_of",

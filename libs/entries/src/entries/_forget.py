@@ -8,11 +8,17 @@ after it never quotes the text (on Mattermost it is a post, and posts are kept).
 from __future__ import annotations
 
 import proto
-from proto import ForgetApplied, ForgetLooked, ForgetPreviewed, Forgotten, Holding
+from proto import ForgetApplied, ForgetLooked, ForgetPreviewed, ForgetProgress, Forgotten, Holding
 
 from ._answer import Answer, Block, Line, Quote, line
 
-__all__ = ["STORES", "UNREACHABLE", "describe_forget", "describe_forgotten"]
+__all__ = [
+    "STORES",
+    "UNREACHABLE",
+    "describe_forget",
+    "describe_forgotten",
+    "describe_progress",
+]
 
 STORES: dict[str, str] = {
     "memory files": "entries of memory.md, user.md and archive.md",
@@ -107,23 +113,54 @@ def describe_forget(
 
 
 def describe_forgotten(forgotten: Forgotten, own: ForgetApplied) -> Answer:
-    """What a forget did, without the text."""
+    """What a forget did, store by store, and what is still to finish; never the text."""
     holdings = _ordered([*forgotten.holdings, *own.holdings])
-    parts: list[Line | Block] = [line("forgotten, everywhere boxmaker had written it:")]
+    whole = not (forgotten.left or forgotten.lost)
+    head = "forgotten, everywhere boxmaker had written it:" if whole else "forgotten from:"
+    parts: list[Line | Block] = [line(head)]
     for holding in holdings:
         parts += _holding(holding)
     if not holdings:
-        parts.append(line("nothing held it any more", depth=1))
-    for role in forgotten.pending:
+        parts.append(line("nothing held it any more" if whole else "none yet", depth=1))
+    if forgotten.left:
         parts.append(
             line(
-                f"{role}'s part is decided and waits for {role} to answer again: it "
-                "finishes by itself once it is back (bxctl up); nothing for you to do",
-                depth=1,
+                "decided, and still to finish (by itself, once each role answers again; "
+                "nothing for you to do):"
             )
         )
+        for left in forgotten.left:
+            parts.append(line(left.part, ": ", Quote(left.why), depth=1))
+            parts += [p for h in _ordered(left.holdings) for p in _holding(h, depth=2)]
+    for lost in forgotten.lost:
+        parts.append(
+            line(
+                f"{lost.part} no longer had its plan of this forget: what it holds of the text "
+                "stays there; forget the text again",
+                depth=0,
+            )
+        )
+    if forgotten.denied:
+        pieces: list[str | Quote] = ["denied the pending approvals that held it: "]
+        for number, ident in enumerate(forgotten.denied):
+            pieces += [", " if number else "", Quote(ident)]
+        parts.append(line(*pieces))
     conflicts = [*forgotten.conflicts, *own.conflicts]
     if conflicts:
-        parts.append(line("left as they were, changed since the forget was planned:", depth=1))
-        parts += [line(Quote(where), depth=2) for where in conflicts]
-    return Answer(tuple(parts), ok=not conflicts)
+        parts.append(line("left as they were, changed since the forget was planned:"))
+        parts += [line(Quote(where), depth=1) for where in conflicts]
+    return Answer(tuple(parts), ok=not (conflicts or forgotten.lost))
+
+
+def describe_progress(progress: ForgetProgress) -> str:
+    """One line on how a forget is going (`forget_progress`), for a status line."""
+    doing = {"preview": "looking", "prepare": "preparing", "apply": "forgetting"}[progress.step]
+    said: list[str] = []
+    if progress.gone:
+        said.append(
+            f"waiting for {' and '.join(progress.gone)} to come back (not running): "
+            f"{progress.waited_s} s of at most {progress.bound_s} s"
+        )
+    if progress.working:
+        said.append(f"{' and '.join(progress.working)} still {doing} ({progress.waited_s} s)")
+    return "; ".join(said) or f"{doing} ({progress.waited_s} s)"

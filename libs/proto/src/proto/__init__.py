@@ -77,31 +77,38 @@ from ._exchange import Exchange as Exchange
 from ._forget import FORGET_MAX_CHARS as FORGET_MAX_CHARS
 from ._forget import FORGET_MIN_CHARS as FORGET_MIN_CHARS
 from ._forget import MARKER as MARKER
-from ._forget import EditOutcome as EditOutcome
-from ._forget import ForgetPlan as ForgetPlan
-from ._forget import LineEdit as LineEdit
-from ._forget import LinesEdit as LinesEdit
-from ._forget import PlanId as PlanId
-from ._forget import WholeEdit as WholeEdit
-from ._forget import apply_edit as apply_edit
 from ._forget import digest as digest
+from ._forget import fold as fold
 from ._forget import forget_problem as forget_problem
 from ._forget import holds as holds
+from ._forget import holds_text as holds_text
 from ._forget import holds_value as holds_value
 from ._forget import is_near as is_near
-from ._forget import line_edits as line_edits
 from ._forget import may_hold as may_hold
-from ._forget import new_plan_id as new_plan_id
-from ._forget import plan_paths as plan_paths
-from ._forget import read_plan as read_plan
 from ._forget import redact as redact
 from ._forget import redact_line as redact_line
+from ._forget import redact_text as redact_text
 from ._forget import redact_value as redact_value
-from ._forget import remove_plan as remove_plan
-from ._forget import verify_edit as verify_edit
-from ._forget import whole_edit as whole_edit
 from ._forget import words as words
-from ._forget import write_plan as write_plan
+from ._forget_plan import ENDED_FILE as ENDED_FILE
+from ._forget_plan import Ended as Ended
+from ._forget_plan import FileEdit as FileEdit
+from ._forget_plan import FileEditOutcome as FileEditOutcome
+from ._forget_plan import ForgetFiles as ForgetFiles
+from ._forget_plan import ForgetPlan as ForgetPlan
+from ._forget_plan import LineEdit as LineEdit
+from ._forget_plan import LinesEdit as LinesEdit
+from ._forget_plan import NoSteps as NoSteps
+from ._forget_plan import PlanId as PlanId
+from ._forget_plan import Stage as Stage
+from ._forget_plan import StructFiles as StructFiles
+from ._forget_plan import WholeEdit as WholeEdit
+from ._forget_plan import apply_file_edit as apply_file_edit
+from ._forget_plan import is_plan_id as is_plan_id
+from ._forget_plan import line_edits as line_edits
+from ._forget_plan import new_plan_id as new_plan_id
+from ._forget_plan import verify_file_edit as verify_file_edit
+from ._forget_plan import whole_edit as whole_edit
 from ._home import DEFAULT_DRAIN_S as DEFAULT_DRAIN_S
 from ._home import DEFAULT_HOME as DEFAULT_HOME
 from ._home import resolve_home as resolve_home
@@ -131,9 +138,11 @@ from ._label import Label as Label
 from ._messages import *  # noqa: F403  (every kind; the list is _messages.__all__)
 from ._records import AUDIT_GENESIS as AUDIT_GENESIS
 from ._records import AUDIT_HEAD as AUDIT_HEAD
+from ._records import AUDIT_KINDS as AUDIT_KINDS
 from ._records import AUDIT_LOG as AUDIT_LOG
 from ._records import EDIT_ID as EDIT_ID
 from ._records import EDIT_JOURNAL as EDIT_JOURNAL
+from ._records import JOURNAL_KINDS as JOURNAL_KINDS
 from ._records import OWNER_SESSION as OWNER_SESSION
 from ._records import RECALL_LOG as RECALL_LOG
 from ._records import AppliedEdit as AppliedEdit
@@ -254,6 +263,12 @@ if TYPE_CHECKING:
     from ._connection import PeerGone as PeerGone
     from ._connection import ServiceError as ServiceError
     from ._connection import serve_stream as serve_stream
+    from ._forget_part import PLAN_DIR as PLAN_DIR
+    from ._forget_part import ForgetPart as ForgetPart
+    from ._forget_part import ForgetStore as ForgetStore
+    from ._forget_part import Keep as Keep
+    from ._forget_part import decide as decide
+    from ._forget_part import forget_text as forget_text
     from ._main import serve_main as serve_main
     from ._role import SUPERVISOR_FD_ENV as SUPERVISOR_FD_ENV
     from ._role import LogFormatter as LogFormatter
@@ -287,6 +302,12 @@ _LAZY = {
     "PeerGone": "_connection",
     "ServiceError": "_connection",
     "serve_stream": "_connection",
+    "PLAN_DIR": "_forget_part",
+    "ForgetPart": "_forget_part",
+    "ForgetStore": "_forget_part",
+    "Keep": "_forget_part",
+    "decide": "_forget_part",
+    "forget_text": "_forget_part",
     "serve_main": "_main",
     "LogFormatter": "_role",
     "Role": "_role",

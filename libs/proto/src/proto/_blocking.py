@@ -13,11 +13,12 @@ import os
 import socket
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from ._codec import MAX_FRAME
-from ._exchange import Broken, Exchange, Refused, TimedOut, os_reason
+from ._exchange import PROGRESS, Broken, Exchange, Refused, TimedOut, os_reason
 from ._messages import Message
 
 __all__ = ["call_blocking"]
@@ -32,8 +33,11 @@ def call_blocking(
     *,
     deadline_s: float | None = None,
     max_frame_bytes: int = MAX_FRAME,
+    on_progress: Callable[[Message], None] | None = None,
 ) -> M:
     """Send `request` to `path` and return its one reply, which must be an `expect`.
+
+    A progress frame (`PROGRESS`) goes to `on_progress`, and restarts the deadline.
 
     Raises:
         CallFailed: as the trio client's `call`, the same failure for the same cause.
@@ -46,9 +50,15 @@ def call_blocking(
             sock.settimeout(clock.left())
             sock.sendall(frame)
             exchange.sent()
-            while (reply := exchange.next_frame()) is None:
-                sock.settimeout(clock.left())
-                exchange.receive(sock.recv(exchange.wanted()))
+            while True:
+                while (reply := exchange.next_frame()) is None:
+                    sock.settimeout(clock.left())
+                    exchange.receive(sock.recv(exchange.wanted()))
+                if not isinstance(reply, PROGRESS):
+                    break
+                if on_progress is not None:
+                    on_progress(reply)
+                clock = _Clock(deadline_s)
         except OSError as exc:
             raise exchange.failure(clock.timed_out(exc) or Broken(os_reason(exc))) from None
     return exchange.expected(reply, expect)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -25,7 +25,7 @@ import trio
 from ._backoff import Backoff
 from ._calls import NoReply
 from ._codec import MAX_FRAME
-from ._exchange import Broken, Exchange, Refused, TimedOut, os_reason
+from ._exchange import PROGRESS, Broken, Exchange, Refused, TimedOut, os_reason
 from ._messages import Message
 
 BACKLOG_FIRST_WAIT_S = 0.002
@@ -103,10 +103,12 @@ async def call(
     *,
     deadline_s: float | None = None,
     max_frame_bytes: int = MAX_FRAME,
+    on_progress: Callable[[Message], None] | None = None,
 ) -> M:
     """Send `request` to `path` and return its one reply, which must be an `expect`.
 
-    `deadline_s` covers the whole call.
+    `deadline_s` covers the whole call; a progress frame (`PROGRESS`) goes to
+    `on_progress` and starts it again.
 
     Raises:
         CallFailed: the call got no `expect` reply; `RemoteError` for an `error` frame,
@@ -114,13 +116,21 @@ async def call(
     """
     exchange = Exchange(path, max_frame_bytes=max_frame_bytes)
     frame = exchange.request(request)
-    with _within(exchange, deadline_s):
+    deadline = _deadline(deadline_s)
+    with _within(exchange, deadline_s, deadline):
         stream = await _connect(exchange)
-        async with stream:
+    async with stream:
+        with _within(exchange, deadline_s, deadline):
             await stream.send_all(frame)
             exchange.sent()
-            reply = await _next_frame(exchange, stream)
-    return exchange.expected(reply, expect)
+        while True:
+            with _within(exchange, deadline_s, deadline):
+                reply = await _next_frame(exchange, stream)
+            if not isinstance(reply, PROGRESS):
+                return exchange.expected(reply, expect)
+            if on_progress is not None:
+                on_progress(reply)
+            deadline = _deadline(deadline_s)
 
 
 def _deadline(deadline_s: float | None) -> float:

@@ -19,6 +19,10 @@ the same class and the same sentence:
 |                                | the phase: accept the connection, take the request, |
 |                                | answer, send its next frame                         |
 
+A frame of a `PROGRESS` kind (a long request's "still at it") is not the reply: both
+clients hand it to the caller's `on_progress`, if any, and wait for the next frame, the
+deadline counted again from it.
+
 A full listen backlog is no event: the role is there, only busy, so both clients wait for
 room (the trio one trying again with `Backoff`, the blocking one in the kernel) until the
 deadline, which is then `TimedOut` in the phase "connect".
@@ -51,10 +55,11 @@ from ._codec import (
     ProtocolError,
     encode_frame,
 )
-from ._messages import Error, Message
+from ._messages import Error, ForgetProgress, Message
 from ._text import lower_first
 
 __all__ = [
+    "PROGRESS",
     "Broken",
     "ClosedBetweenFrames",
     "ClosedMidFrame",
@@ -68,6 +73,9 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound=Message)
+
+PROGRESS: tuple[type[Message], ...] = (ForgetProgress,)
+"""The kinds a role sends ahead of a long request's reply to say it is still at it."""
 
 Phase = Literal["connect", "send", "reply", "next frame"]
 """Where an exchange is: connecting, sending the request, waiting for the reply, for more."""

@@ -1,61 +1,51 @@
-"""Forget: what holds a text, how it is taken out, and the plans that outlive a crash.
+r"""Forget's one rule: what holds a text, and how it is taken out of a string, a value, a line.
 
-A forget matches case-insensitively on decoded text: a JSON line is decoded first, and a
-string that is itself a JSON object or array (a tool call's arguments) is decoded too, so
-an escaped copy is found as surely as a plain one. Each occurrence becomes `MARKER`; the
-rest of the string stays, so a session keeps its shape.
+A text holds a needle when, both folded, the one is inside the other. Folding drops every
+default-ignorable (invisible) code point and applies Unicode's full case folding, so
+`55\u200b12` holds "5512", "Hauptstraße" holds "STRASSE" and "ΣΊΣΥΦΟΣ" holds "σίσυφος".
+Every store of every role, its after-check and the owner's `find` judge by `holds`, and
+only by it: a second rule would find a copy the first one misses.
 
-A plan names, per file, the lines to change: each with a hash of the line as it is and
-the line as it will be, already redacted. Applying it is idempotent: a line that hashes
-to `old` is replaced, one that hashes to `new`'s hash is already done, anything else is
-a conflict to report, never overwritten. The plan never holds the text, so a role killed
-half-way finishes from the plan alone.
+A JSON value is judged by its decoded strings, and a string that is itself JSON (a tool
+call's arguments) by what it decodes to and as it is written (`holds_text`), so an
+escaped copy is found as surely as a plain one. Each occurrence becomes `MARKER`; the
+rest of the string stays, so a file keeps its shape.
+
+A line of a role's JSON-lines file is redacted as its record kind says (`redact_line`):
+every string is text except the fields the kind names in `KEPT` (ids, times, names, tags),
+so a text field added to a record is redacted without anyone remembering to list it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
+import msgspec.inspect as mi
 
-from ._durable import fsync_dir, write_atomically
 from ._ignorable import DEFAULT_IGNORABLE, is_default_ignorable
 
 __all__ = [
     "FORGET_MAX_CHARS",
     "FORGET_MIN_CHARS",
     "MARKER",
-    "EditOutcome",
-    "ForgetPlan",
-    "LineEdit",
-    "LinesEdit",
-    "PlanId",
-    "WholeEdit",
-    "apply_edit",
     "digest",
+    "fold",
     "forget_problem",
     "holds",
+    "holds_text",
     "holds_value",
     "is_near",
-    "line_edits",
     "may_hold",
-    "new_plan_id",
-    "plan_paths",
-    "read_plan",
     "redact",
     "redact_line",
+    "redact_text",
     "redact_value",
-    "remove_plan",
-    "verify_edit",
-    "whole_edit",
     "words",
-    "write_plan",
 ]
 
 MARKER = "[forgotten]"
@@ -72,7 +62,7 @@ _WORD = re.compile(r"\w+")
 def forget_problem(text: str) -> str | None:
     """Why `text` cannot be forgotten as given, as a sentence; None when it can."""
     stripped = text.strip()
-    if len(_fold(stripped)) < FORGET_MIN_CHARS:
+    if len(fold(stripped)) < FORGET_MIN_CHARS:
         return f"say what to forget: at least {FORGET_MIN_CHARS} characters"
     if len(stripped) > FORGET_MAX_CHARS:
         return (
@@ -89,37 +79,41 @@ _INVISIBLE = re.compile(
 )
 
 
-def _fold(text: str) -> str:
-    # Invisible characters (a zero-width space, a joiner) fold away: the owner reads
-    # "55\u200b12" as 5512, and a copy they cannot see must not escape a forget.
-    return _INVISIBLE.sub("", text).lower()
+def fold(text: str) -> str:
+    r"""`text` as `holds` compares it: invisible code points dropped, case folded (full).
+
+    The owner reads "55\u200b12" as 5512: a copy they cannot see must not escape a forget.
+    """
+    if text.isascii():
+        return text.lower()  # no invisible code point is ASCII; ASCII folds as it lowers
+    return _INVISIBLE.sub("", text).casefold()
 
 
 def holds(text: str, needle: str) -> bool:
-    """Whether `text` holds `needle`, ignoring case."""
-    return _fold(needle) in _fold(text)
+    """Whether `text` holds `needle`, both folded (`fold`): the one rule of every forget."""
+    return fold(needle) in fold(text)
 
 
 def _spans(text: str, needle: str) -> list[tuple[int, int]]:
-    """The non-overlapping spans of `text` whose lowered form is the lowered `needle`.
+    """The non-overlapping spans of `text` whose folded form is the folded `needle`.
 
-    `str.lower` can change a character's length (`İ` lowers to two), so the search runs
-    on the lowered text and each match is mapped back to the characters it came from.
+    Folding can change a character's length (`ß` folds to two), so the search runs on
+    the folded text and each match is mapped back to the characters it came from.
     """
-    folded_needle = _fold(needle)
-    starts: list[int] = []  # starts[k]: index in `text` of the k-th lowered character
+    folded_needle = fold(needle)
+    starts: list[int] = []  # starts[k]: index in `text` of the k-th folded character
     pieces: list[str] = []
     for i, c in enumerate(text):
-        low = "" if is_default_ignorable(c) else c.lower()
-        starts.extend([i] * len(low))
-        pieces.append(low)
-    folded = "".join(pieces)
+        folded = "" if is_default_ignorable(c) else c.casefold()
+        starts.extend([i] * len(folded))
+        pieces.append(folded)
+    folded_text = "".join(pieces)
     spans: list[tuple[int, int]] = []
-    at = folded.find(folded_needle)
+    at = folded_text.find(folded_needle)
     while at >= 0:
         end = at + len(folded_needle)
         spans.append((starts[at], starts[end - 1] + 1))
-        at = folded.find(folded_needle, end)
+        at = folded_text.find(folded_needle, end)
     return spans
 
 
@@ -137,7 +131,7 @@ def _replace(text: str, needle: str, by: str) -> str:
 
 
 def redact(text: str, needle: str) -> str:
-    """`text` with every occurrence of `needle` (any case) replaced by `MARKER`.
+    """`text` with every occurrence of `needle` (as `holds` finds it) replaced by `MARKER`.
 
     The result never holds `needle`: where the marker itself, or the marker beside what
     is left, would make it again (a needle such as `forgot` or `]]`), occurrences are
@@ -198,6 +192,22 @@ def redact_value(value: Any, needle: str, *, data: bool = False) -> Any:
     return value
 
 
+def holds_text(text: str, needle: str) -> bool:
+    """Whether a string holds `needle` as it is written, or, when it is JSON, decoded."""
+    return holds(text, needle) or holds_value(text, needle)
+
+
+def redact_text(text: str, needle: str) -> str:
+    """`text` with `needle` out of it, judged decoded (JSON inside stays JSON) and as written.
+
+    A JSON string judged by what it decodes to can still hold the needle in its escapes
+    (a needle with a quote or a backslash), and the model is sent the string as written.
+    """
+    redacted = redact_value(text, needle)
+    assert isinstance(redacted, str)
+    return redact(redacted, needle) if holds(redacted, needle) else redacted
+
+
 def _json_inside(text: str) -> Any | None:
     stripped = text.lstrip()
     if not stripped.startswith(("{", "[")):
@@ -218,22 +228,84 @@ def may_hold(data: bytes, needle: str) -> bool:
 
     The quick test that lets a forget skip most of a large home. Without a `\u` escape,
     the only escapes stand for a quote, a backslash, a slash or a control character; a
-    needle holding none of those can only be decoded from the same
-    characters written plainly, so the raw text, lowered, must hold it. Nested JSON (a tool
-    call's arguments) escapes its escapes, and is judged the same way. Anything else may
-    hold it, and is decoded.
+    needle holding none of those can only be decoded from the same characters written
+    plainly, so the raw text must hold it. Nested JSON (a tool call's arguments) escapes
+    its escapes, and is judged the same way. Anything else may hold it, and is decoded.
     """
     if b"\\u" in data or any(c in _ESCAPED or unicodedata.category(c) == "Cc" for c in needle):
         return True
     return holds(data.decode("utf-8", errors="replace"), needle)
 
 
-def redact_line(line: bytes, needle: str) -> bytes | None:
-    """The redacted form of one line of a JSON-lines file; None if it does not hold `needle`.
+# -- records ---------------------------------------------------------------------------
 
-    A line that decodes as JSON is redacted value by value and encoded again; a line
-    that does not (torn by a crash, damaged) is redacted as text, so damage never hides
-    a copy.
+_kinds: dict[Any, mi.Type] = {}
+
+
+def _info(kind: Any) -> mi.Type:
+    found = _kinds.get(kind)
+    if found is None:
+        found = _kinds[kind] = mi.type_info(kind)
+    return found
+
+
+def _as(value: Any, kind: mi.Type, needle: str) -> Any:
+    """`value` (decoded JSON of `kind`) with `needle` out of its text; `KEPT` fields stay."""
+    match kind:
+        case mi.StrType():
+            return redact_text(value, needle) if isinstance(value, str) else value
+        case mi.StructType(cls=cls, fields=fields, tag_field=tag_field):
+            if not isinstance(value, dict):
+                return value
+            kept: frozenset[str] = getattr(cls, "KEPT", frozenset())
+            named = {f.encode_name: f for f in fields}
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                field = named.get(key)
+                if key == tag_field or (field is not None and field.name in kept):
+                    out[key] = item
+                elif field is None:
+                    out[key] = redact_value(item, needle)  # a field of a newer kind: text
+                else:
+                    out[key] = _as(item, field.type, needle)
+            return out
+        case mi.ListType(item_type=item) | mi.VarTupleType(item_type=item):
+            return [_as(v, item, needle) for v in value] if isinstance(value, list) else value
+        case mi.DictType(value_type=item):
+            if not isinstance(value, dict):
+                return value
+            return {k: _as(v, item, needle) for k, v in value.items()}
+        case mi.UnionType(types=types):
+            return _as(value, _member(value, types), needle)
+        case mi.AnyType():
+            return redact_value(value, needle)
+        case _:
+            return value  # numbers, booleans, literals, enums, None: a record's shape
+
+
+_JSON_OF: dict[type, type] = {str: mi.StrType, list: mi.ListType, dict: mi.DictType}
+
+
+def _member(value: Any, types: tuple[mi.Type, ...]) -> mi.Type:
+    """The member of a union that `value` (decoded JSON) is."""
+    for member in types:
+        if isinstance(member, mi.StructType):
+            tag = member.tag_field
+            if isinstance(value, dict) and (tag is None or value.get(tag) == member.tag):
+                return member
+        elif isinstance(member, _JSON_OF.get(type(value), mi.NoneType)):
+            return member
+    return mi.AnyType() if isinstance(value, str | dict | list) else mi.NoneType()
+
+
+def redact_line(line: bytes, needle: str, kinds: Sequence[object] = ()) -> bytes | None:
+    """One line of a JSON-lines file with `needle` out of it; None if it does not hold it.
+
+    A line that is one of the record `kinds` (tried in order) is redacted in its text
+    alone: every string but the fields the kind names in its `KEPT` (ids, times, names),
+    and its tag, stay as they are. Any other JSON is redacted value by value, keys too; a
+    line that is not JSON (torn by a crash, damaged) is redacted as text, so damage never
+    hides a copy.
     """
     if not may_hold(line, needle):
         return None
@@ -241,25 +313,33 @@ def redact_line(line: bytes, needle: str) -> bytes | None:
         value = msgspec.json.decode(line)
     except (msgspec.DecodeError, ValueError, RecursionError):
         text = line.decode("utf-8", errors="replace")
-        if not holds(text, needle):
+        return redact(text, needle).encode() if holds(text, needle) else None
+    redacted: Any = None
+    for kind in kinds:
+        try:
+            msgspec.convert(value, kind)
+        except msgspec.ValidationError:
+            continue
+        redacted = _as(value, _info(kind), needle)
+        break
+    else:
+        if not holds_value(value, needle):
             return None
-        return redact(text, needle).encode()
-    if not holds_value(value, needle):
-        return None
-    return msgspec.json.encode(redact_value(value, needle))
+        redacted = redact_value(value, needle)
+    return None if redacted == value else msgspec.json.encode(redacted)
 
 
 def words(needle: str) -> list[str]:
-    """The words of a text to forget, lowered, in order, each once."""
+    """The words of a text to forget, folded, in order, each once."""
     seen: list[str] = []
-    for word in _WORD.findall(_fold(needle)):
+    for word in _WORD.findall(fold(needle)):
         if word not in seen:
             seen.append(word)
     return seen
 
 
 def is_near(text: str, needle: str) -> bool:
-    """A near match: `text` holds every word of `needle` (any case) but not `needle`.
+    """A near match: `text` holds every word of `needle` (folded) but not `needle`.
 
     A preview offers these, so the owner can forget that wording too.
     """
@@ -268,204 +348,16 @@ def is_near(text: str, needle: str) -> bool:
     needle_words = words(needle)
     if not needle_words:
         return False
-    have = set(_WORD.findall(_fold(text)))
+    have = set(_WORD.findall(fold(text)))
     return all(w in have for w in needle_words)
 
 
 def digest(key: bytes, needle: str) -> str:
-    """A keyed digest of a forgotten text (its lowered form).
+    """A keyed digest of a forgotten text (its folded form).
 
     What a record may keep to say "this was forgotten" without keeping it, and without
     letting a reader of the file test guesses of a short secret.
     """
     import hmac
 
-    return hmac.new(key, b"forget\x00" + _fold(needle).encode(), hashlib.sha256).hexdigest()
-
-
-# -- plans -----------------------------------------------------------------------------
-
-
-def _hash(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-class LineEdit(msgspec.Struct, frozen=True, kw_only=True):
-    """Line `line` (0-based) of a file: its hash now, and its redacted text."""
-
-    line: Annotated[int, msgspec.Meta(ge=0)]
-    old: str
-    new: str
-
-
-class LinesEdit(msgspec.Struct, frozen=True, kw_only=True, tag="lines"):
-    """Change some lines of a file; its line count and order are kept."""
-
-    path: str
-    """Relative to the role's own root (never absolute, never `..`)."""
-    lines: list[LineEdit]
-
-
-class WholeEdit(msgspec.Struct, frozen=True, kw_only=True, tag="whole"):
-    """Replace a whole file: its hash now, and its content after."""
-
-    path: str
-    old: str
-    new: str
-
-
-FileEdit = LinesEdit | WholeEdit
-
-
-class ForgetPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """One role's part of one forget: written before anything changes, deleted after."""
-
-    plan: str
-    committed: bool = False
-    """False once prepared (nothing changed yet); true once the forget is decided and
-    this role has begun to apply it: a committed plan is finished at the next start."""
-    edits: list[LinesEdit | WholeEdit] = msgspec.field(default_factory=list)
-    counts: dict[str, int] = msgspec.field(default_factory=dict)
-    """What it changes, by store (for the reply and the audit record): no text."""
-
-
-class EditOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """What applying (or verifying) one file's edit found."""
-
-    applied: int = 0
-    skipped: int = 0
-    conflicts: list[str] = msgspec.field(default_factory=list)
-
-
-def _inside(root: Path, relative: str) -> Path:
-    path = (root / relative).resolve()
-    if (
-        relative.startswith("/")
-        or ".." in Path(relative).parts
-        or not path.is_relative_to(root.resolve())
-    ):
-        raise ValueError(f"a plan names a path outside its root: {relative!r}")
-    return root / relative
-
-
-def line_edits(lines: Iterable[bytes], needle: str) -> list[LineEdit]:
-    """The edits that take `needle` out of a JSON-lines file's `lines` (no newlines).
-
-    One per line that holds it.
-    """
-    edits: list[LineEdit] = []
-    for number, line in enumerate(lines):
-        new = redact_line(line, needle)
-        if new is not None:
-            edits.append(LineEdit(line=number, old=_hash(line), new=new.decode()))
-    return edits
-
-
-def whole_edit(path: str, old: bytes, new: bytes) -> WholeEdit:
-    """The edit that replaces a whole file (`old` as it is now) by `new`."""
-    return WholeEdit(path=path, old=_hash(old), new=new.decode())
-
-
-def apply_edit(root: Path, edit: LinesEdit | WholeEdit) -> EditOutcome:
-    """Apply one file's edit, idempotently.
-
-    The file is rewritten atomically (line count and order kept) only if a line changed.
-    """
-    path = _inside(root, edit.path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return EditOutcome(conflicts=[f"{edit.path}: the file is gone"])
-    if isinstance(edit, WholeEdit):
-        now = _hash(data)
-        if now == _hash(edit.new.encode()):
-            return EditOutcome(skipped=1)
-        if now != edit.old:
-            return EditOutcome(conflicts=[f"{edit.path}: changed since the plan was made"])
-        write_atomically(path, edit.new.encode())
-        return EditOutcome(applied=1)
-    lines = data.split(b"\n")
-    applied = skipped = 0
-    conflicts: list[str] = []
-    for step in edit.lines:
-        if step.line >= len(lines):
-            conflicts.append(f"{edit.path}:{step.line + 1}: the line is gone")
-            continue
-        now = _hash(lines[step.line])
-        new = step.new.encode()
-        if now == _hash(new):
-            skipped += 1
-        elif now == step.old:
-            lines[step.line] = new
-            applied += 1
-        else:
-            conflicts.append(f"{edit.path}:{step.line + 1}: changed since the plan was made")
-    if applied:
-        write_atomically(path, b"\n".join(lines))
-    return EditOutcome(applied=applied, skipped=skipped, conflicts=conflicts)
-
-
-def verify_edit(root: Path, edit: LinesEdit | WholeEdit) -> list[str]:
-    """The places where an applied edit is not in the file (empty: all done)."""
-    path = _inside(root, edit.path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return [f"{edit.path}: the file is gone"]
-    if isinstance(edit, WholeEdit):
-        ok = _hash(data) == _hash(edit.new.encode())
-        return [] if ok else [f"{edit.path}: not as planned"]
-    lines = data.split(b"\n")
-    return [
-        f"{edit.path}:{step.line + 1}: not as planned"
-        for step in edit.lines
-        if step.line >= len(lines) or lines[step.line] != step.new.encode()
-    ]
-
-
-_PLAN_NAME = re.compile(r"^fg-[0-9a-z]{6,40}$")
-PlanId = Annotated[str, msgspec.Meta(pattern=r"^fg-[0-9a-z]{6,40}$")]
-
-
-def new_plan_id() -> str:
-    """A fresh plan id: `fg-` and 12 random lowercase letters and digits."""
-    alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
-    return "fg-" + "".join(alphabet[b % 36] for b in os.urandom(12))
-
-
-def _plan_path(directory: Path, plan: str) -> Path:
-    if not _PLAN_NAME.match(plan):
-        raise ValueError(f"not a plan id: {plan!r}")
-    return directory / f"{plan}.json"
-
-
-def write_plan(directory: Path, plan: ForgetPlan) -> None:
-    """Write (or rewrite) a plan atomically in `directory`, made if missing."""
-    directory.mkdir(mode=0o700, exist_ok=True)
-    write_atomically(_plan_path(directory, plan.plan), msgspec.json.encode(plan))
-
-
-def read_plan(directory: Path, plan: str) -> ForgetPlan | None:
-    """The plan `plan` in `directory`, or None if there is none."""
-    try:
-        data = _plan_path(directory, plan).read_bytes()
-    except FileNotFoundError:
-        return None
-    return msgspec.json.decode(data, type=ForgetPlan)
-
-
-def plan_paths(directory: Path) -> Iterator[Path]:
-    """The plan files in `directory`, oldest first."""
-    if not directory.is_dir():
-        return iter(())
-    found = [p for p in directory.glob("fg-*.json") if _PLAN_NAME.match(p.stem)]
-    return iter(sorted(found, key=lambda p: p.stat().st_mtime_ns))
-
-
-def remove_plan(directory: Path, plan: str) -> None:
-    """Delete a finished plan and make the deletion durable."""
-    try:
-        _plan_path(directory, plan).unlink()
-    except FileNotFoundError:
-        return
-    fsync_dir(directory)
+    return hmac.new(key, b"forget\x00" + fold(needle).encode(), hashlib.sha256).hexdigest()

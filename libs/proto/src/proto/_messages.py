@@ -7,10 +7,11 @@ ignore unknown fields, for compatibility across versions.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, assert_never
+from typing import Annotated, ClassVar, Literal, assert_never
 
 import msgspec
 
+from ._forget_plan import PlanId
 from ._ids import SessionId
 from ._label import Class, Label
 from ._records import (
@@ -58,6 +59,7 @@ __all__ = [
     "ForgetPrepared",
     "ForgetPreview",
     "ForgetPreviewed",
+    "ForgetProgress",
     "Forgotten",
     "FoundEntry",
     "GrantInfo",
@@ -82,6 +84,7 @@ __all__ = [
     "ModelInfoReply",
     "NoSuchEdit",
     "Ok",
+    "PartLeft",
     "PendingApproval",
     "RecallQuery",
     "Reindex",
@@ -115,6 +118,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
 
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
     """A tool call as the model made it; `arguments` is the model's raw JSON string."""
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"id", "name"})
+    """A forget keeps the call's id and the tool's name; it redacts the arguments."""
 
     id: str
     name: str
@@ -634,7 +640,7 @@ class ForgetLooked(Message, frozen=True, kw_only=True, tag="forget_looked", omit
 class ForgetPrepare(Message, frozen=True, kw_only=True, tag="forget_prepare"):
     """Write this role's plan for forgetting `text` (no text in it); change nothing yet."""
 
-    plan: str
+    plan: PlanId
     text: str
 
 
@@ -646,32 +652,39 @@ class ForgetPrepared(Message, frozen=True, kw_only=True, tag="forget_prepared"):
 
 
 class ForgetApply(Message, frozen=True, kw_only=True, tag="forget_apply", omit_defaults=True):
-    """The forget is decided: apply the plan, verify, delete it.
+    """The forget is decided: apply the plan, verify it, end it.
 
-    `text` is given on the first try, so copies written since the plan was made (a turn
-    that ended meanwhile) are planned and taken out too; a retry after a crash has none
-    and finishes from the plan alone. A plan already finished answers `forget_applied`.
+    `text` is given while brokerd has it (the owner's request), so copies written since
+    the plan was made (a turn that ended meanwhile) are planned and taken out too; a
+    retry after brokerd restarted has none and finishes the stored plan. A plan that
+    ended before answers `forget_applied` again; one the role never heard of, without
+    the text, is refused (`forget-unknown`), never answered as done.
     """
 
-    plan: str
+    plan: PlanId
     text: str | None = None
 
 
 class ForgetApplied(Message, frozen=True, kw_only=True, tag="forget_applied", omit_defaults=True):
-    """The plan is applied, verified and deleted.
+    """The plan is applied, verified and ended.
 
-    `conflicts` are places found changed since the plan was made (left, reported).
+    `conflicts` are places found changed since the plan was made (left, reported);
+    `again`: it had ended before this request (an answer lost, asked again).
     """
 
     plan: str
     holdings: list[Holding] = msgspec.field(default_factory=list)
     conflicts: list[str] = msgspec.field(default_factory=list)
+    again: bool = False
 
 
 class ForgetAbort(Message, frozen=True, kw_only=True, tag="forget_abort"):
-    """The forget was not decided (a role failed to prepare): delete an uncommitted plan."""
+    """The forget was not decided (a role failed to prepare): end the plan, unapplied.
 
-    plan: str
+    An abort that comes before its prepare still bars it (the prepare is refused).
+    """
+
+    plan: PlanId
 
 
 class ForgetPreview(Message, frozen=True, kw_only=True, tag="forget_preview"):
@@ -698,16 +711,48 @@ class Forget(Message, frozen=True, kw_only=True, tag="forget", omit_defaults=Tru
     session: SessionId | None = None
 
 
-class Forgotten(Message, frozen=True, kw_only=True, tag="forgotten", omit_defaults=True):
-    """The forget is done, or decided and finishing by itself.
+class ForgetProgress(Message, frozen=True, kw_only=True, tag="forget_progress"):
+    """A forget (or its preview) under way, sent every few seconds before its answer.
 
-    `pending` names the roles whose part will be finished once they answer again.
+    `working`: the roles still at their part; `gone`: those not running, waited for
+    (`bxctl up` or systemd restarts a role that died) for at most `bound_s` in all.
+    """
+
+    step: Literal["preview", "prepare", "apply"]
+    working: list[str] = msgspec.field(default_factory=list)
+    gone: list[str] = msgspec.field(default_factory=list)
+    waited_s: int = 0
+    bound_s: int = 0
+
+
+class PartLeft(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A role whose part of a decided forget had not finished when the owner was answered.
+
+    `holdings` is what its part will take out; `why` says why it has not yet, in words
+    for the owner. brokerd finishes it by itself once the role answers (across restarts
+    of either), without the text.
+    """
+
+    part: str
+    why: str
+    holdings: list[Holding] = msgspec.field(default_factory=list)
+
+
+class Forgotten(Message, frozen=True, kw_only=True, tag="forgotten", omit_defaults=True):
+    """The forget is decided: what each store took out, and what is still to finish.
+
+    `holdings`: what the roles that finished took out. `left`: the roles still to finish,
+    each with its reason. `lost`: the roles that no longer had their plan (what they hold
+    of the text stays until it is forgotten again). `denied`: the pending approvals the
+    forget denied because their arguments held the text (after the decision, never before).
     """
 
     plan: str
     holdings: list[Holding]
-    pending: list[str] = msgspec.field(default_factory=list)
+    left: list[PartLeft] = msgspec.field(default_factory=list)
+    lost: list[PartLeft] = msgspec.field(default_factory=list)
     conflicts: list[str] = msgspec.field(default_factory=list)
+    denied: list[str] = msgspec.field(default_factory=list)
 
 
 # -- owner-loop ------------------------------------------------------------------------
@@ -874,6 +919,7 @@ AllMessages = (
     | ForgetPreview
     | ForgetPreviewed
     | Forget
+    | ForgetProgress
     | Forgotten
 )
 """Every kind; the codec decodes against this union and the socket checks the kind."""

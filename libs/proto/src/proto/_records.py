@@ -19,7 +19,7 @@ import base64
 import hashlib
 import hmac
 import re
-from typing import Literal, TypeVar, assert_never
+from typing import ClassVar, Literal, TypeVar, assert_never
 
 import msgspec
 
@@ -32,9 +32,11 @@ from ._tools import MemoryAction
 __all__ = [
     "AUDIT_GENESIS",
     "AUDIT_HEAD",
+    "AUDIT_KINDS",
     "AUDIT_LOG",
     "EDIT_ID",
     "EDIT_JOURNAL",
+    "JOURNAL_KINDS",
     "OWNER_SESSION",
     "RECALL_LOG",
     "AppliedEdit",
@@ -91,6 +93,9 @@ class Surface(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     post that decided or asked, as the bridge read them.
     """
 
+    KEPT: ClassVar[frozenset[str]] = frozenset({"user", "post"})
+    """A forget keeps who acted and where (a username, a post id)."""
+
     via: Literal["bxctl", "mattermost"]
     uid: int | None = None
     user: str | None = None
@@ -129,6 +134,9 @@ class OwnerEdit(
 ):
     """The owner's own edit (`memory_edit`), decided by making it, where `surface` says."""
 
+    KEPT: ClassVar[frozenset[str]] = frozenset({"undoes"})
+    """A forget keeps the id of the edit undone."""
+
     surface: Surface
     undoes: str | None = None
     """The id (`edit_id`) of the edit this one undoes (`bxctl memory undo`)."""
@@ -151,6 +159,9 @@ class AppliedEdit(
     moved to archive.md. Fields that are None were not recorded when the line was written
     (lines older than the field).
     """
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"time", "session", "call", "approval", "forgotten"})
+    """What a forget keeps of a journal line: its ids; the entries and arguments are text."""
 
     time: str
     session: str
@@ -188,6 +199,9 @@ class HandChange(
     file has been in. Not an edit boxmaker applied, so nothing to undo.
     """
 
+    KEPT: ClassVar[frozenset[str]] = frozenset({"time", "forgotten"})
+    """What a forget keeps of the line: the entries are text."""
+
     time: str
     file: JournalFile
     before: list[str]
@@ -203,6 +217,11 @@ JournalLine = AppliedEdit | HandChange
 
 class _JournalLineV1(msgspec.Struct, frozen=True, kw_only=True):
     """A journal line as memoryd wrote them before lines were tagged by `kind`."""
+
+    KEPT: ClassVar[frozenset[str]] = frozenset(
+        {"time", "session", "call", "approval", "undoes", "forgotten"}
+    )
+    """What a forget keeps of the line."""
 
     time: str
     session: str
@@ -259,6 +278,9 @@ class HitSource(msgspec.Struct, frozen=True, kw_only=True):
     Recall shows it as the hit's source line; the recall log records it as it is.
     """
 
+    KEPT: ClassVar[frozenset[str]] = frozenset({"kind", "session", "time", "role", "class_"})
+    """Every string of a source is an id or a name."""
+
     kind: str
     session: str
     epoch: int | None
@@ -271,6 +293,9 @@ class HitSource(msgspec.Struct, frozen=True, kw_only=True):
 
 class RecallRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One line of `recalls/YYYY-MM.jsonl`; `hits` is empty when nothing was found."""
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"time", "session"})
+    """What a forget keeps of a recall: the query is text."""
 
     time: str
     session: str
@@ -400,6 +425,23 @@ class AuditRecordV3(
     `taint` is None only in records moved from V1 lines that had none.
     """
 
+    KEPT: ClassVar[frozenset[str]] = frozenset(
+        {
+            "time",
+            "session",
+            "call",
+            "tool",
+            "grant",
+            "grant_sha256",
+            "approval",
+            "commits",
+            "prev",
+            "mac",
+        }
+    )
+    """What a forget keeps of a call record: its ids and signature; `arguments`, `proposed` and
+    `reason` are text (their commitments stay in `commits`)."""
+
     v: Literal[3]
     time: str
     session: str
@@ -449,6 +491,9 @@ class AuditRedaction(
     the commitment of. Holds no text.
     """
 
+    KEPT: ClassVar[frozenset[str]] = frozenset({"time", "plan", "places", "prev", "mac"})
+    """It holds no text."""
+
     v: Literal[3]
     time: str
     plan: str
@@ -471,6 +516,9 @@ class AuditForget(
     `digest` is `proto.digest` of the text under `audit_forget_key`: it says which text
     was forgotten to one who has the key and tells it again, to nobody else.
     """
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"time", "session", "plan", "digest", "prev", "mac"})
+    """It holds no text."""
 
     v: Literal[3]
     time: str
@@ -499,6 +547,9 @@ class AuditMigration(
     count and last MAC it had), so a head the owner kept from before still says which log
     was moved.
     """
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"time", "old_last", "prev", "mac"})
+    """It holds no text."""
 
     v: Literal[3]
     time: str
@@ -540,6 +591,8 @@ class AuditHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 EDIT_JOURNAL: JsonLines[JournalLine] = JsonLines(JournalLine, legacy=(_JournalLineV1, _from_v1))
 """The reader of `memory/edits/YYYY-MM.jsonl` (lines of the old format read as today's)."""
+JOURNAL_KINDS: tuple[object, ...] = (JournalLine, _JournalLineV1)
+"""The kinds a journal line may be, as a forget redacts them (`proto.redact_line`)."""
 
 RECALL_LOG: JsonLines[RecallRecord] = JsonLines(RecallRecord)
 """The reader of `memory/recalls/YYYY-MM.jsonl`."""
@@ -582,6 +635,9 @@ class _AuditLog(JsonLines[AuditRecord]):
 
 AUDIT_LOG: JsonLines[AuditRecord] = _AuditLog(AuditRecordV3Line)
 """The reader of `audit/YYYY-MM.jsonl`: V1, V2 and V3 lines, told apart by `v`."""
+AUDIT_KINDS: tuple[object, ...] = (AuditRecordV3Line,)
+"""The kinds a forget redacts typed (`proto.redact_line`); a V1 or V2 line is left only in
+a log found broken, and is redacted as JSON."""
 
 AUDIT_HEAD = "head"
 """The name of the head file in the audit directory."""

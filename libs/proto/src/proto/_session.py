@@ -15,6 +15,7 @@ all counts as the worst label if it mentions `tool_result` at all.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import msgspec
 
@@ -45,11 +46,17 @@ LOG_FILE = "0.jsonl"
 class _Record(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     """Base of a session log record; `type` carries the tag."""
 
+    KEPT: ClassVar[frozenset[str]] = frozenset({"time"})
+    """What a forget keeps of a record (the rest of its strings are what was said)."""
+
     time: str
 
 
 class UserRecord(_Record, frozen=True, kw_only=True, tag="user", omit_defaults=True):
     """What the owner said; `ref` is the client's name for it (`Say.ref`), if it gave one."""
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"time", "ref"})
+    """What a forget keeps of the record."""
 
     content: str
     ref: str | None = None
@@ -68,6 +75,9 @@ class AssistantRecord(_Record, frozen=True, kw_only=True, tag="assistant"):
 class ToolResultRecord(_Record, frozen=True, kw_only=True, tag="tool_result"):
     """A tool's result and its label."""
 
+    KEPT: ClassVar[frozenset[str]] = frozenset({"time", "call_id", "name"})
+    """What a forget keeps: the pairing with its call, and the tool."""
+
     call_id: str
     name: str
     content: str
@@ -85,6 +95,9 @@ SessionRecord = UserRecord | AssistantRecord | ToolResultRecord
 
 class Baseline(msgspec.Struct, frozen=True, kw_only=True):
     """`<epoch>.baseline.json`: the system prompt and tool schemas a session started with."""
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"session", "created", "model", "tools"})
+    """A forget redacts the system text only: the tool schemas are loopd's own."""
 
     session: str
     epoch: int

@@ -279,13 +279,13 @@ class PendingApprovals:
     def deny_holding(self, text: str, answer: OwnerDenies) -> list[str]:
         """Deny, with `answer`, every pending approval whose arguments hold `text`; their ids.
 
-        A forget does this before it changes anything, so that no approval given later
-        can write the text back. Synchronous, like every settling.
+        A forget does this once it is decided, before it changes anything, so that no
+        approval given later can write the text back. Synchronous, like every settling.
         """
         holding = [
             entry
             for entry in self._pending.values()
-            if proto.holds_value(entry.approval.arguments, text)
+            if proto.holds_text(entry.approval.arguments, text)
         ]
         for entry in holding:
             self._settle(entry, answer)

@@ -47,7 +47,6 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -72,8 +71,8 @@ from proto import (
 
 from . import _audit_checkpoint, _audit_migration, _audit_parallel
 from ._audit_checkpoint import CHECKPOINT_EVERY
-from ._audit_files import AuditFiles
-from ._audit_forget import FORGET_DIR, month_files, plan_edits, redaction_places
+from ._audit_files import AuditFiles, month_files
+from ._audit_forget import redaction_places
 from ._audit_migration import V3Line, seal
 from ._audit_walk import Listed, Walk, walk
 
@@ -90,9 +89,6 @@ AUDIT_UNWRITABLE = "audit-unwritable"
 UNKNOWN_RESULT = Label(class_=Class.secret, untrusted=True)
 """The label counted for a call whose outcome is not in the log: it may have reached its
 session, and what it carried is unknown, so it counts as the worst (as damage does)."""
-
-STALE_PLAN_S = 3600
-"""An uncommitted plan older than this is a forget never decided: a start deletes it."""
 
 _encoder = msgspec.json.Encoder()
 _head_decoder = msgspec.json.Decoder(AuditHead)
@@ -147,8 +143,6 @@ class Audit:
         self.head_path = directory / AUDIT_HEAD
         self.returned: dict[str, Label] = {}
         """Per session, the labels of the results brokerd returned to it (from `open`)."""
-        self.plans = directory / FORGET_DIR
-        """brokerd's forget plans (`proto.write_plan`)."""
         self._lock = trio.Lock()
         self._key = b""
         self._commit_key = b""
@@ -174,9 +168,9 @@ class Audit:
     def open(self) -> None:
         """Create the directory (0700) and the key, drop torn tails, check the log.
 
-        Then, once, move a sound log's V1 and V2 lines to V3 (`_audit_migration.py`),
-        and finish the forgets decided before brokerd stopped (committed plans), before
-        anything else is appended.
+        Then, once, move a sound log's V1 and V2 lines to V3 (`_audit_migration.py`).
+        The forgets decided before brokerd stopped are finished next, by its forget part
+        (`AuditLogForget`), before anything else is appended.
 
         Blocking: call it at start.
 
@@ -242,8 +236,7 @@ class Audit:
         self._synced = (self._count, self._last)
         # One line again, whatever it held: the heads before it say nothing more.
         self._files.replace_head(_head_line(self._head()))
-        finished = self._finish_plans()
-        if since is None or finished or self._count - walked_from >= CHECKPOINT_EVERY:
+        if since is None or self._count - walked_from >= CHECKPOINT_EVERY:
             self._write_checkpoint()
         else:
             self._checkpointed = walked_from
@@ -273,28 +266,6 @@ class Audit:
             _records(old[0]),
             old[1],
         )
-
-    def _finish_plans(self) -> bool:
-        """Finish the forgets decided before a stop; delete the ones never decided.
-
-        True when one was finished (month files were rewritten).
-        """
-        finished = False
-        for path in proto.plan_paths(self.plans):
-            plan = proto.read_plan(self.plans, path.stem)
-            if plan is None:
-                continue
-            if plan.committed:
-                applied = self._apply_now(plan, None)
-                finished = True
-                log.warning(
-                    "finished forget %s in the audit log (brokerd stopped during it)%s",
-                    plan.plan,
-                    f"; conflicts: {'; '.join(applied.conflicts)}" if applied.conflicts else "",
-                )
-            elif time.time() - path.stat().st_mtime > STALE_PLAN_S:
-                proto.remove_plan(self.plans, plan.plan)
-        return finished
 
     @property
     def broken(self) -> str | None:
@@ -574,68 +545,29 @@ class Audit:
         )
         self._broken = f"found on {proto.utc_stamp()} while brokerd ran: {finding}"
 
-    # -- forget (issue 31): the audit's part, as memoryd and loopd do theirs -----------
+    # -- forget: the audit's part (`_audit_forget.AuditLogForget`) ------------------------
+
+    @property
+    def lock(self) -> trio.Lock:
+        """Held while a record is appended; a forget's part holds it for each request."""
+        return self._lock
 
     def forget_digest(self, text: str) -> str:
         """`proto.digest` of a forgotten text under a key derived from the audit key."""
         return proto.digest(proto.audit_forget_key(self._key), text)
 
-    def forget_look(self, text: str) -> int:
-        """How many audit records hold `text` (in their decoded text fields); blocking."""
-        return sum(len(edit.lines) for edit in plan_edits(self.directory, text))
-
-    def forget_prepare(self, plan: str, text: str) -> proto.ForgetPlan:
-        """Write plan `plan` (uncommitted, without the text) to redact `text`; change nothing.
-
-        Blocking.
-
-        Raises:
-            OSError: the log cannot be read or the plan written.
-        """
-        edits = plan_edits(self.directory, text)
-        prepared = proto.ForgetPlan(
-            plan=plan, edits=list(edits), counts={"audit": sum(len(e.lines) for e in edits)}
-        )
-        proto.write_plan(self.plans, prepared)
-        return prepared
-
-    async def forget_apply(self, plan: str, text: str | None) -> proto.ForgetApplied:
-        """The forget is decided: (re-plan with `text`,) list, redact, verify, delete the plan.
-
-        With `text`, the plan is made again from the log as it is (records written since
-        `forget_prepare` are redacted too), and the log is checked to hold it nowhere
-        after. Without, the stored plan is finished; none means it was finished already.
-
-        Raises:
-            OSError: the log or the plan cannot be read or written (the plan, committed,
-                is finished by the next try or start).
-        """
-        async with self._lock:
-            return await trio.to_thread.run_sync(self._forget_apply_now, plan, text)
-
-    def _forget_apply_now(self, plan_id: str, text: str | None) -> proto.ForgetApplied:
-        if text is not None:
-            edits = plan_edits(self.directory, text)
-            count = sum(len(e.lines) for e in edits)
-            plan = proto.ForgetPlan(
-                plan=plan_id, committed=True, edits=list(edits), counts={"audit": count}
-            )
-        else:
-            stored = proto.read_plan(self.plans, plan_id)
-            if stored is None:
-                return proto.ForgetApplied(plan=plan_id)
-            plan = msgspec.structs.replace(stored, committed=True)
-        proto.write_plan(self.plans, plan)
-        self._sync()  # records not yet durable are in the files the edits rewrite
-        return self._apply_now(plan, text)
-
-    def _apply_now(self, plan: proto.ForgetPlan, text: str | None) -> proto.ForgetApplied:
+    def redact(self, plan: proto.ForgetPlan[proto.NoSteps]) -> list[str]:
         """Apply a committed plan: list its redactions (signed, durable) first, then redact.
 
-        A record is listed before its text changes, so a crash at any point leaves a log
-        that verifies; listing again what is listed already is skipped, so a retry adds
-        only what a new plan found.
+        Blocking; the caller holds `lock`. A record is listed before its text changes, so
+        a crash at any point leaves a log that verifies; listing again what is listed
+        already is skipped, so a retry adds only what a new plan found. Returns the
+        conflicts.
+
+        Raises:
+            OSError: the log cannot be written (the plan, committed, is finished later).
         """
+        self._sync()  # records not yet durable are in the files the edits rewrite
         places = redaction_places(self._commit_key, plan.edits)
         listed = self._listed.setdefault(plan.plan, set())
         unlisted = [
@@ -655,22 +587,9 @@ class Audit:
             listed.update((p.file, p.line, f, c) for p in unlisted for f, c in p.fields.items())
         conflicts: list[str] = []
         for edit in plan.edits:
-            conflicts += proto.apply_edit(self.directory, edit).conflicts
-        for edit in plan.edits:
-            conflicts += proto.verify_edit(self.directory, edit)
-        if text is not None and (left := self.forget_look(text)):
-            conflicts.append(f"the audit log still holds it in {_records(left)}")
-        proto.remove_plan(self.plans, plan.plan)
+            conflicts += proto.apply_file_edit(self.directory, edit).conflicts
         self._write_checkpoint()  # the edits changed the month files' sizes
-        count = plan.counts.get("audit", 0)
-        holdings = [proto.Holding(store="audit", count=count, unit="records")]
-        return proto.ForgetApplied(plan=plan.plan, holdings=holdings, conflicts=conflicts)
-
-    def forget_abort(self, plan: str) -> None:
-        """Delete plan `plan` if it was never committed; blocking."""
-        stored = proto.read_plan(self.plans, plan)
-        if stored is not None and not stored.committed:
-            proto.remove_plan(self.plans, plan)
+        return conflicts
 
     async def append_forget(
         self,

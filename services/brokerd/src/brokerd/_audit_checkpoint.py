@@ -28,7 +28,7 @@ import msgspec
 import proto
 from proto import AUDIT_LOG, Label, TextField
 
-from ._audit_forget import month_files
+from ._audit_files import month_files
 from ._audit_walk import Listed, Position, Walk
 
 __all__ = ["CHECKPOINT", "CHECKPOINT_EVERY", "Checkpoint", "position", "write"]

@@ -22,16 +22,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from pathlib import Path
 
 import proto
 
-__all__ = ["HEAD_COMPACT_BYTES", "AuditFiles"]
+__all__ = ["HEAD_COMPACT_BYTES", "AuditFiles", "month_files"]
 
 log = logging.getLogger("brokerd.audit")
 
 HEAD_COMPACT_BYTES = 256 * 1024
 """A head file longer than this is replaced by its last line (about a thousand heads)."""
+
+_MONTH_FILE = re.compile(r"\d{4}-\d{2}\.jsonl")
+
+
+def month_files(directory: Path) -> list[Path]:
+    """The month files of the audit directory, oldest first (never the forget's notes)."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if _MONTH_FILE.fullmatch(p.name))
 
 
 class AuditFiles:

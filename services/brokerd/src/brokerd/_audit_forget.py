@@ -1,96 +1,49 @@
-"""Forgetting a text in the audit log: which lines hold it, and their redacted form.
+"""brokerd's own part of a forget: the audit log, as a `proto.ForgetStore` like the roles'.
 
 A V3 call record keeps its MAC when a text field is redacted (the MAC covers the field's
-keyed commitment, not its text), so a line is redacted field by field and encoded again:
-`verify` then finds a text that does not match its commitment, which it accepts where a
-redaction record lists the record (`redaction_places`). A V1 or V2 line is left only in a
-log brokerd found broken (a sound one is moved to V3 at start): it is redacted as JSON,
-and stays broken, as the log already was. A line that is not a record is redacted as
-text: damage never hides a copy. The forget's own records hold no text.
+keyed commitment, not its text), so a line is redacted as its record kind says
+(`proto.redact_line` with `proto.AUDIT_KINDS`): `verify` then finds a text that does not
+match its commitment, which it accepts where a redaction record lists the record
+(`redaction_places`, appended by `Audit.redact` before any line changes). A V1 or V2
+line is left only in a log brokerd found broken (a sound one is moved to V3 at start):
+it is redacted as JSON, and stays broken, as the log already was. A line that is not a
+record is redacted as text: damage never hides a copy. The forget's own records hold no
+text.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import msgspec
+import trio
 
 import proto
-from proto import (
-    AuditForget,
-    AuditMigration,
-    AuditRecord,
-    AuditRecordV1,
-    AuditRecordV2,
-    AuditRecordV3,
-    AuditRedaction,
-)
+from proto import ForgetLooked, Holding, NoSteps
 
-__all__ = ["FORGET_DIR", "month_files", "plan_edits", "redaction_places"]
+from ._audit_files import month_files
 
-FORGET_DIR = ".forget"
-"""brokerd's plan directory, inside the audit directory (`proto.write_plan`)."""
+if TYPE_CHECKING:
+    from ._audit import Audit
 
-_MONTH_FILE = re.compile(r"\d{4}-\d{2}\.jsonl")
-_encoder = msgspec.json.Encoder()
+__all__ = ["AuditLogForget", "plan_edits", "redaction_places"]
 
-
-def month_files(directory: Path) -> list[Path]:
-    """The month files of the audit directory, oldest first (never the plan directory)."""
-    if not directory.is_dir():
-        return []
-    return sorted(p for p in directory.iterdir() if _MONTH_FILE.fullmatch(p.name))
-
-
-def _redacted(line: proto.Line[AuditRecord], text: str) -> bytes | None:
-    """The line with `text` taken out of it; None when it does not hold it."""
-    record = line.record
-    match record:
-        case None | AuditRecordV1() | AuditRecordV2():
-            return proto.redact_line(line.raw, text)
-        case AuditRecordV3():
-            changed = {
-                field: proto.redact_value(value, text)
-                for field, value in (
-                    ("arguments", record.arguments),
-                    ("proposed", record.proposed),
-                    ("reason", record.reason),
-                )
-                if value is not None and proto.holds_value(value, text)
-            }
-            if not changed:
-                return None
-            return _encoder.encode(msgspec.structs.replace(record, **changed))
-        case AuditRedaction() | AuditForget() | AuditMigration():
-            return None  # they hold no text
-        case _:
-            raise AssertionError(f"not an audit record: {record!r}")
-
-
-def _edits(path: Path, text: str) -> Iterator[proto.LineEdit]:
-    for line in proto.AUDIT_LOG.lines(path):
-        new = _redacted(line, text)
-        if new is not None:
-            old = hashlib.sha256(line.raw).hexdigest()
-            yield proto.LineEdit(line=line.number - 1, old=old, new=new.decode())
+STORE = "audit"
 
 
 def plan_edits(directory: Path, text: str) -> list[proto.LinesEdit]:
     """The edits that take `text` out of every month file of `directory`; blocking."""
     edits: list[proto.LinesEdit] = []
     for path in month_files(directory):
-        lines = list(_edits(path, text))
+        lines = proto.line_edits(path.read_bytes().split(b"\n"), text, proto.AUDIT_KINDS)
         if lines:
             edits.append(proto.LinesEdit(path=path.name, lines=lines))
     return edits
 
 
-def redaction_places(
-    commit_key: bytes, edits: list[proto.LinesEdit | proto.WholeEdit]
-) -> list[proto.Redacted]:
+def redaction_places(commit_key: bytes, edits: list[proto.FileEdit]) -> list[proto.Redacted]:
     """The V3 call records the edits redact, each with the fields whose text they change.
 
     Read from the redacted lines alone (the plan holds no old text): a field whose new
@@ -105,9 +58,69 @@ def redaction_places(
                 record = proto.AUDIT_LOG.decode(step.new.encode())
             except ValueError:
                 continue
-            if not isinstance(record, AuditRecordV3):
+            if not isinstance(record, proto.AuditRecordV3):
                 continue
             fields = proto.unmatched_texts(commit_key, record)
             if fields:
                 places.append(proto.Redacted(file=edit.path, line=step.line + 1, fields=fields))
     return places
+
+
+def _records(edits: list[proto.LinesEdit]) -> dict[str, int]:
+    return {STORE: sum(len(edit.lines) for edit in edits)}
+
+
+class AuditLogForget:
+    """The audit log as a part of every forget (`proto.ForgetPart` drives it)."""
+
+    name = "brokerd"
+    steps = NoSteps
+
+    def __init__(self, audit: Audit) -> None:
+        self.audit = audit
+        self.root = audit.directory
+
+    @asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """No record is appended meanwhile."""
+        async with self.audit.lock:
+            yield
+
+    async def look(self, text: str) -> ForgetLooked:
+        """How many records hold `text`."""
+        edits = await trio.to_thread.run_sync(plan_edits, self.root, text)
+        return ForgetLooked(holdings=self.holdings(_records(edits), None))
+
+    async def plan(
+        self, plan: str, text: str, stored: proto.ForgetPlan[NoSteps] | None
+    ) -> proto.ForgetPlan[NoSteps]:
+        """The lines of every month file that hold `text`, redacted."""
+        edits = await trio.to_thread.run_sync(plan_edits, self.root, text)
+        return proto.ForgetPlan(plan=plan, edits=list(edits), counts=_records(edits))
+
+    async def apply(
+        self, plan: proto.ForgetPlan[NoSteps], text: str | None, keep: proto.Keep[NoSteps]
+    ) -> list[str]:
+        """List the redactions (signed), then redact the lines."""
+        return await trio.to_thread.run_sync(self.audit.redact, plan)
+
+    async def verify(self, plan: proto.ForgetPlan[NoSteps], text: str | None) -> list[str]:
+        """Where a line is not as planned; given the text, each record still holding it."""
+
+        def problems() -> list[str]:
+            found = [p for e in plan.edits for p in proto.verify_file_edit(self.root, e)]
+            if text is not None:
+                for edit in plan_edits(self.root, text):
+                    found += [f"{edit.path}:{s.line + 1}: still holds it" for s in edit.lines]
+            return found
+
+        return await trio.to_thread.run_sync(problems)
+
+    def holdings(
+        self, counts: dict[str, int], plan: proto.ForgetPlan[NoSteps] | None
+    ) -> list[Holding]:
+        """`audit`, in records."""
+        return [Holding(store=STORE, count=counts.get(STORE, 0), unit="records")]
+
+    def ended(self, plan: str) -> None:
+        """Nothing is kept for a plan beyond its file."""

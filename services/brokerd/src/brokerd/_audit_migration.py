@@ -38,7 +38,7 @@ from proto import (
     AuditRedaction,
 )
 
-from ._audit_forget import month_files
+from ._audit_files import month_files
 
 __all__ = ["STAGING", "finish", "seal", "stage"]
 

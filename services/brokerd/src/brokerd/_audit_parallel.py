@@ -38,7 +38,7 @@ import msgspec
 
 from proto import AUDIT_GENESIS, AuditRecord, AuditRecordV3, TextField
 
-from ._audit_forget import month_files
+from ._audit_files import month_files
 from ._audit_walk import Lines, Macs, Walk, finish, line_at, prev_broken, signed, take
 
 __all__ = ["PARALLEL_BYTES", "FileCheck", "check_file", "join", "walk_parallel", "worth_it"]

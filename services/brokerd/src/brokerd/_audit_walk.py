@@ -42,7 +42,7 @@ from proto import (
     TextField,
 )
 
-from ._audit_forget import month_files
+from ._audit_files import month_files
 
 __all__ = [
     "Committed",

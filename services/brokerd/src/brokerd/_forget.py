@@ -1,19 +1,27 @@
-"""The owner's forget, carried through memoryd, loopd and brokerd's own audit (issue 31).
+"""The owner's forget, carried through memoryd, loopd and brokerd's own audit.
 
-Each role forgets in its own store; brokerd only coordinates, as a two-phase commit whose
-coordinator never keeps the text. A forget writes a ledger (`audit/.forget/<plan>.ledger.json`),
-denies the pending approvals that hold the text, asks every part to prepare its plan, and
-only when all have prepared marks the ledger `committed`: that is the decision. From then
-on every part is applied until it answers, across restarts, without the text (each role
-keeps a plan that does not hold it). A ledger found `preparing` at start is a forget that
-was never decided: every part is told to abort, and the ledger goes.
+Each role forgets in its own store (`proto.ForgetPart`); brokerd only coordinates, as a
+two-phase commit whose coordinator never keeps the text. A forget writes a ledger
+(`audit/.forget/<plan>.ledger.json`), asks every part to prepare its plan, and only when
+all have prepared marks the ledger `committed`: that is the decision. Then it denies the
+pending approvals that hold the text, appends its own audit record (counts and a keyed
+digest), and has each part apply, in order. From the decision on, every part is applied
+until it answers, across restarts of either side, without the text (each part keeps a
+plan that does not hold it). A ledger found `preparing` at start is a forget that was
+never decided: every part is told to abort, and the ledger goes.
+
+A part that is not running (it died; `bxctl up` or systemd brings it back) is asked again
+while the owner waits, for at most `PART_WAIT_S`, and the owner is told what is waited
+for (`forget_progress`). Before the decision, a part still gone then means nothing is
+forgotten, and the owner is told so; after it, the owner is told which stores are done
+and which are still to finish, and they finish by themselves.
 
 Invariants:
 - No file brokerd writes and no line it logs holds the text: the ledger holds the plan
   id, the state, the parts and which are done, and, until it is appended, what the
-  forget's audit record says (counts and a keyed digest).
-- Before the ledger says `committed`, nothing changed in any store; after it, the forget
-  finishes without the owner asking again.
+  forget's audit record says.
+- Before the ledger says `committed`, nothing changed in any store and no approval was
+  denied; after it, the forget finishes without the owner asking again.
 - The text reaches a part only over its broker socket (memoryd, loopd) or in memory (the
   audit), never through a tool call of the model: only the owner's socket takes `forget`.
 """
@@ -22,10 +30,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import math
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar, assert_never
+from typing import Generic, Literal, Protocol, TypeVar
 
 import msgspec
 import trio
@@ -40,10 +48,12 @@ from proto import (
     ForgetPrepare,
     ForgetPrepared,
     ForgetPreviewed,
+    ForgetProgress,
     Forgotten,
     Holding,
     Message,
     Ok,
+    PartLeft,
     ServiceError,
     Surface,
 )
@@ -55,12 +65,13 @@ __all__ = [
     "AUDIT_PART",
     "FORGOTTEN_BY_OWNER",
     "MAX_NEAR",
-    "AuditPart",
-    "Forgets",
-    "Ledger",
+    "ForgetCoordinator",
+    "ForgetLedger",
+    "LocalPart",
     "Part",
     "PartFailed",
     "RolePart",
+    "Tell",
 ]
 
 log = logging.getLogger("brokerd.forget")
@@ -72,33 +83,47 @@ MAX_NEAR = 10
 """How many near matches a preview offers."""
 
 AUDIT_PART = "brokerd"
-"""The name of brokerd's own part (its audit log) in a ledger and in `pending`."""
+"""The name of brokerd's own part (its audit log) in a ledger and in an answer."""
 
 RETRY_FIRST_S = 0.5
 RETRY_LONGEST_S = 10.0
-"""How a decided forget tries a part again that did not answer (`proto.Backoff`): a role
-`bxctl up` restarts is back within seconds, and the owner waits on the answer."""
+"""How a part that did not answer is asked again (`proto.Backoff`)."""
 
-PREPARE_WAIT_S = 60.0
-"""How long a forget waits for a part that went away while preparing to come back."""
+PART_WAIT_S = 60.0
+"""How long the owner's forget waits for parts that are not running to come back."""
 
-_GONE = frozenset({"unreachable", "broken"})
+TELL_EVERY_S = 2.0
+"""How often the owner is told what a forget is waiting for (`forget_progress`)."""
+
+_GONE = frozenset({"unreachable", "broken", "no-reply"})
 """The failures of a part that died or is restarting (as opposed to one that said no)."""
 
 M = TypeVar("M", bound=Message)
+T = TypeVar("T")
+
+Tell = Callable[[ForgetProgress], Awaitable[None]]
+"""Tells the owner how a forget is going; never raises."""
+
+
+async def _told_nobody(progress: ForgetProgress) -> None:
+    return None
 
 
 class PartFailed(Exception):
-    """A part did not do what it was asked; the message says why, for the owner.
-
-    The message may quote a role's own error, so it is the owner's to read, not the
-    log's: the log gets `code` and the part's name.
-    """
+    """A part did not do what it was asked; the message says why, for the owner."""
 
     def __init__(self, part: str, code: str, message: str) -> None:
         super().__init__(message)
         self.part = part
         self.code = code
+
+    @property
+    def gone(self) -> bool:
+        """Whether the part is not running (it may come back), rather than said no."""
+        return self.code in _GONE
+
+
+PartRequest = ForgetLook | ForgetPrepare | ForgetApply | ForgetAbort
 
 
 class Part(Protocol):
@@ -106,31 +131,16 @@ class Part(Protocol):
 
     @property
     def name(self) -> str:
-        """The part's name in a ledger and in a reply's `pending`."""
+        """The part's name in a ledger and in an answer."""
         ...
 
-    async def look(self, text: str) -> ForgetLooked:
-        """What of this part's stores holds `text`; writes nothing."""
-        ...
-
-    async def prepare(self, plan: str, text: str) -> ForgetPrepared:
-        """Write this part's plan; change nothing else."""
-        ...
-
-    async def apply(self, plan: str, text: str | None) -> ForgetApplied:
-        """Apply the plan (re-planned with `text` when given), verify, delete it."""
-        ...
-
-    async def abort(self, plan: str) -> None:
-        """Delete the plan if it is not committed."""
+    async def ask(self, request: PartRequest, expect: type[M]) -> M:
+        """The part's answer to `request`; `PartFailed` for every way it has none."""
         ...
 
 
 class RolePart:
-    """memoryd or loopd: the four forget requests over its broker socket.
-
-    Raises `PartFailed` for every way a call fails, worded for the owner.
-    """
+    """memoryd or loopd: the forget requests over its broker socket."""
 
     def __init__(self, name: str, socket: Path, *, call_timeout_s: float) -> None:
         self._name = name
@@ -142,99 +152,44 @@ class RolePart:
         """`memoryd` or `loopd`."""
         return self._name
 
-    async def look(self, text: str) -> ForgetLooked:
-        """Ask for the role's holdings."""
-        return await self._call(ForgetLook(text=text), ForgetLooked)
-
-    async def prepare(self, plan: str, text: str) -> ForgetPrepared:
-        """Ask the role to write its plan."""
-        return await self._call(ForgetPrepare(plan=plan, text=text), ForgetPrepared)
-
-    async def apply(self, plan: str, text: str | None) -> ForgetApplied:
-        """Ask the role to apply its plan."""
-        request = ForgetApply(plan=plan) if text is None else ForgetApply(plan=plan, text=text)
-        return await self._call(request, ForgetApplied)
-
-    async def abort(self, plan: str) -> None:
-        """Ask the role to drop its uncommitted plan."""
-        await self._call(ForgetAbort(plan=plan), Ok)
-
-    async def _call(self, request: Message, expect: type[M]) -> M:
+    async def ask(self, request: PartRequest, expect: type[M]) -> M:
+        """One request over the socket, every failure a `PartFailed` worded for the owner."""
         name = self._name
         try:
             return await proto.call(self.socket, request, expect, deadline_s=self.call_timeout_s)
         except proto.Unreachable:
-            raise PartFailed(
-                name, "unreachable", f"{name} is not running: start it (bxctl up), then ask again"
-            ) from None
+            raise PartFailed(name, "unreachable", f"{name} is not running") from None
         except proto.CallTimedOut:
             waited = format_duration(self.call_timeout_s)
             raise PartFailed(name, "timeout", f"{name} did not answer within {waited}") from None
         except proto.RemoteError as exc:
-            raise PartFailed(
-                name, exc.error.code, f"{name} could not do it: {exc.error.message}"
-            ) from None
-        except proto.CallBroken:
-            raise PartFailed(
-                name, "broken", f"{name} went away in the middle of it (it stopped or died)"
-            ) from None
+            message = f"{name} could not do it: {exc.error.message}"
+            raise PartFailed(name, exc.error.code, message) from None
+        except (proto.CallBroken, proto.NoReply):
+            raise PartFailed(name, "broken", f"{name} stopped in the middle of it") from None
         except proto.CallFailed as exc:
             raise PartFailed(name, exc.code, f"{name} gave no usable answer: {exc}") from None
 
 
-def _holdings(counts: dict[str, int], unit: str) -> list[Holding]:
-    return [Holding(store=store, count=count, unit=unit) for store, count in counts.items()]
+class LocalPart:
+    """A part in this process (brokerd's audit): its `proto.ForgetPart`, asked directly."""
 
-
-@contextmanager
-def _audit_failing(done: str) -> Iterator[None]:
-    """Turn an OSError of the audit's files into the part's failure."""
-    try:
-        yield
-    except OSError as exc:
-        raise PartFailed(
-            AUDIT_PART,
-            "audit-unwritable",
-            f"brokerd's audit log could not be {done}: {exc.strerror or exc}",
-        ) from None
-
-
-class AuditPart:
-    """brokerd's own store, the audit log, as a part like the roles'.
-
-    Raises `PartFailed` when the audit directory cannot be read or written.
-    """
-
-    def __init__(self, audit: Audit) -> None:
-        self.audit = audit
+    def __init__(self, part: proto.ForgetPart[proto.NoSteps]) -> None:
+        self.part = part
 
     @property
     def name(self) -> str:
         """`brokerd`."""
-        return AUDIT_PART
+        return self.part.store.name
 
-    async def look(self, text: str) -> ForgetLooked:
-        """Count the records holding `text`."""
-        with _audit_failing("read"):
-            count = await trio.to_thread.run_sync(self.audit.forget_look, text)
-        return ForgetLooked(holdings=[Holding(store="audit", count=count, unit="records")])
-
-    async def prepare(self, plan: str, text: str) -> ForgetPrepared:
-        """Write the audit's plan."""
-        with _audit_failing("prepared"):
-            written = await trio.to_thread.run_sync(self.audit.forget_prepare, plan, text)
-        return ForgetPrepared(plan=plan, holdings=_holdings(written.counts, "records"))
-
-    async def apply(self, plan: str, text: str | None) -> ForgetApplied:
-        """Redact the records and check the chain."""
-        with _audit_failing("redacted"):
-            return await self.audit.forget_apply(plan, text)
-        raise AssertionError("unreachable: _failing raised")  # pragma: no cover
-
-    async def abort(self, plan: str) -> None:
-        """Drop the audit's uncommitted plan."""
-        with _audit_failing("cleaned up"):
-            await trio.to_thread.run_sync(self.audit.forget_abort, plan)
+    async def ask(self, request: PartRequest, expect: type[M]) -> M:
+        """The part's answer; a refusal is a `PartFailed` as a role's would be."""
+        try:
+            reply = await self.part.handle(request)
+        except ServiceError as exc:
+            raise PartFailed(self.name, exc.code, f"{self.name} could not do it: {exc}") from None
+        assert isinstance(reply, expect), reply
+        return reply
 
 
 # -- the ledger ------------------------------------------------------------------------
@@ -249,77 +204,49 @@ class ForgetRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     session: str | None = None
 
 
-class Ledger(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ForgetLedger(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """brokerd's note of one forget in flight: never the text.
 
     `preparing` until every part has prepared; `committed` from the decision on. `done`
-    names the parts that finished their side: applied once committed, aborted before.
-    `record` is the forget's audit record until it is appended (then left out).
+    names the parts that finished their side (applied once committed, aborted before);
+    `lost`, those that no longer had a plan to finish. `record` is the forget's audit
+    record until it is appended (then left out).
     """
 
     plan: proto.PlanId
     state: Literal["preparing", "committed"]
     parts: list[str]
     done: list[str] = msgspec.field(default_factory=list)
+    lost: list[str] = msgspec.field(default_factory=list)
     record: ForgetRecord | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def unfinished(self) -> list[str]:
         """The parts still to finish, in the ledger's order."""
-        return [part for part in self.parts if part not in self.done]
+        return [p for p in self.parts if p not in self.done and p not in self.lost]
 
-    def finished(self, part: str) -> Ledger:
+    def with_done(self, part: str) -> ForgetLedger:
         """This ledger with `part` done."""
         return msgspec.structs.replace(self, done=[*self.done, part])
 
 
-_LEDGER_SUFFIX = ".ledger.json"
-_ledger_decoder = msgspec.json.Decoder(Ledger)
-
-
-def _ledger_path(directory: Path, plan: str) -> Path:
-    return directory / f"{plan}{_LEDGER_SUFFIX}"
-
-
-def _write_ledger(directory: Path, ledger: Ledger) -> None:
-    directory.mkdir(mode=0o700, exist_ok=True)
-    proto.write_atomically(_ledger_path(directory, ledger.plan), msgspec.json.encode(ledger))
-
-
-def _remove_ledger(directory: Path, plan: str) -> None:
-    try:
-        _ledger_path(directory, plan).unlink()
-    except FileNotFoundError:
-        return
-    proto.fsync_dir(directory)
-
-
-def _read_ledgers(directory: Path) -> list[Ledger]:
-    """The ledgers in `directory`, oldest first; a damaged one is logged and left."""
-    if not directory.is_dir():
-        return []
-    paths = sorted(directory.glob(f"fg-*{_LEDGER_SUFFIX}"), key=lambda p: p.stat().st_mtime_ns)
-    ledgers: list[Ledger] = []
-    for path in paths:
-        try:
-            ledgers.append(_ledger_decoder.decode(path.read_bytes()))
-        except msgspec.DecodeError as exc:
-            log.warning("forget ledger %s is damaged and was left as it is: %s", path, exc)
-    return ledgers
-
-
-# -- the forget ------------------------------------------------------------------------
+# -- rounds ----------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
-class _Round:
-    """What one round of asking every part found: answers by part, failures by part."""
+class Round(Generic[T]):
+    """What asking some parts found: each part's answer or its failure."""
 
-    answers: dict[str, object] = dataclasses.field(default_factory=dict)
+    answers: dict[str, T] = dataclasses.field(default_factory=dict)
     failures: dict[str, PartFailed] = dataclasses.field(default_factory=dict)
 
     def why(self) -> str:
+        """The failures, for the owner."""
         return "; ".join(str(failure) for failure in self.failures.values())
+
+    def in_order(self, names: Iterable[str]) -> list[T]:
+        """The answers of the parts `names` that answered, in that order."""
+        return [self.answers[name] for name in names if name in self.answers]
 
 
 def _counted(counts: dict[str, int]) -> str:
@@ -327,7 +254,14 @@ def _counted(counts: dict[str, int]) -> str:
     return ", ".join(f"{store} {count}" for store, count in counts.items()) or "nothing"
 
 
-class Forgets:
+def _start_again(failures: dict[str, PartFailed]) -> str:
+    """What the owner does after a forget that did not happen."""
+    if any(failure.gone for failure in failures.values()):
+        return "; start it (bxctl up), then forget the text again"
+    return "; forget the text again once that is put right"
+
+
+class ForgetCoordinator:
     """The owner's forgets: previews, decisions, and the ledgers that outlive a crash.
 
     `load` (blocking, at start) reads the ledgers left by an earlier run; `finish_in`
@@ -344,28 +278,35 @@ class Forgets:
         backoff: Callable[[], proto.Backoff] = lambda: proto.Backoff(
             RETRY_FIRST_S, RETRY_LONGEST_S
         ),
+        wait_s: float = PART_WAIT_S,
+        tell_every_s: float = TELL_EVERY_S,
     ) -> None:
-        self.directory = directory
+        self.ledgers = proto.StructFiles(directory, ForgetLedger, ".ledger.json")
         self.audit = audit
         self.approvals = approvals
         self.parts = {part.name: part for part in parts}
+        self.wait_s = wait_s
+        self.tell_every_s = tell_every_s
         self._backoff = backoff
         self._nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
-        self._left: list[Ledger] = []
+        self._left: list[ForgetLedger] = []
         self._unfinished: dict[str, trio.Event] = {}
 
     def load(self) -> None:
         """Read the ledgers an earlier run left; blocking, at start."""
-        self._left = _read_ledgers(self.directory)
-        for ledger in self._left:
-            self._unfinished[ledger.plan] = trio.Event()
-            log.info(
-                "forget %s was left %s by the last run; %s",
-                ledger.plan,
-                ledger.state,
-                "finishing it" if ledger.state == "committed" else "aborting it",
-            )
+        for plan in self.ledgers.ids():
+            try:
+                ledger = self.ledgers.read(plan)
+            except ValueError as exc:
+                log.error("forget ledger %s is damaged and was left as it is: %s", plan, exc)
+                continue
+            if ledger is None:
+                continue
+            self._left.append(ledger)
+            self._unfinished[plan] = trio.Event()
+            doing = "finishing it" if ledger.state == "committed" else "aborting it"
+            log.info("forget %s was left %s by the last run; %s", plan, ledger.state, doing)
 
     def finish_in(self, nursery: trio.Nursery, shutdown: trio.Event) -> None:
         """Carry the ledgers `load` found, and every forget from now on, in `nursery`.
@@ -387,22 +328,30 @@ class Forgets:
 
     # -- preview ---------------------------------------------------------------------
 
-    async def preview(self, text: str) -> ForgetPreviewed:
+    async def preview(self, text: str, tell: Tell = _told_nobody) -> ForgetPreviewed:
         """What a forget of `text` would change, from every part; writes nothing.
 
         Raises:
             ServiceError: the text cannot be forgotten as given, or a part did not answer.
         """
-        text = _check(text)
-        looked = await self._round(lambda part: part.look(text))
+        text = proto.forget_text(text)
+        looked = await self._round(
+            list(self.parts),
+            "preview",
+            tell,
+            trio.current_time() + self.wait_s,
+            lambda p: p.ask(ForgetLook(text=text), ForgetLooked),
+        )
         if looked.failures:
-            raise ServiceError("forget-preview-failed", looked.why(), runbook="forget")
+            raise ServiceError(
+                "forget-preview-failed",
+                f"{looked.why()}; nothing was changed{_start_again(looked.failures)}",
+                runbook="forget",
+            )
         holdings: list[Holding] = []
         entries: list[proto.ForgetEntry] = []
         near: list[str] = []
-        for name in self.parts:
-            answer = looked.answers[name]
-            assert isinstance(answer, ForgetLooked)
+        for answer in looked.in_order(self.parts):
             holdings += answer.holdings
             entries += answer.entries
             near += answer.near
@@ -410,77 +359,74 @@ class Forgets:
 
     # -- forget ----------------------------------------------------------------------
 
-    async def forget(self, text: str, surface: Surface, session: str | None) -> Forgotten:
-        """Forget `text` everywhere; answer once every part was asked to apply once.
+    async def forget(
+        self, text: str, surface: Surface, session: str | None, tell: Tell = _told_nobody
+    ) -> Forgotten:
+        """Forget `text` everywhere; answer once every part was asked to apply.
 
         The work runs in the `finish_in` nursery, so an owner who hangs up, or a deadline
         on this request, cannot leave it half done in this run.
 
         Raises:
             ServiceError: the text cannot be forgotten as given, or nothing was forgotten
-                (a part failed to prepare; the message says which and why).
+                (a part did not prepare; the message says which and why).
         """
-        text = _check(text)
-        nursery = self._nursery
-        if nursery is None:
-            raise RuntimeError("Forgets.finish_in was not called before a forget")
-        outcome: list[Forgotten | ServiceError] = []
-        over = trio.Event()
+        text = proto.forget_text(text)
+        if self._nursery is None:
+            raise RuntimeError("ForgetCoordinator.finish_in was not called before a forget")
+        send, receive = trio.open_memory_channel[Forgotten | ServiceError](1)
 
         async def carry() -> None:
             try:
-                outcome.append(await self._carry(text, surface, session))
+                outcome: Forgotten | ServiceError = await self._carry(text, surface, session, tell)
             except ServiceError as exc:
-                outcome.append(exc)
+                outcome = exc
             except Exception:
                 log.exception("a forget failed inside brokerd")
-                outcome.append(
-                    ServiceError(
-                        "forget-failed", "the forget failed inside brokerd; its log says why"
-                    )
+                outcome = ServiceError(
+                    "forget-failed", "the forget failed inside brokerd; its log says why"
                 )
-            finally:
-                over.set()
+            send.send_nowait(outcome)  # a buffer of one: never blocks, even if nobody waits
 
-        nursery.start_soon(carry)
-        await over.wait()
-        match outcome:
-            case [Forgotten() as forgotten]:
-                return forgotten
-            case [ServiceError() as error]:
-                raise error
-            case _:
-                raise AssertionError(f"a forget ended with {outcome!r}")
+        self._nursery.start_soon(carry)
+        with receive:
+            outcome = await receive.receive()
+        if isinstance(outcome, ServiceError):
+            raise outcome
+        return outcome
 
-    async def _carry(self, text: str, surface: Surface, session: str | None) -> Forgotten:
+    async def _carry(
+        self, text: str, surface: Surface, session: str | None, tell: Tell
+    ) -> Forgotten:
         plan = proto.new_plan_id()
-        ledger = Ledger(plan=plan, state="preparing", parts=list(self.parts))
+        ledger = ForgetLedger(plan=plan, state="preparing", parts=list(self.parts))
         try:
             await self._write(ledger)
         except OSError as exc:
             raise ServiceError(
                 "audit-unwritable",
-                f"nothing was forgotten: brokerd cannot write {self.directory}: "
+                f"nothing was forgotten: brokerd cannot write {self.ledgers.directory}: "
                 f"{exc.strerror or exc}",
             ) from None
         self._unfinished[plan] = trio.Event()
-        denied = self.approvals.deny_holding(
-            text, OwnerDenies(surface=surface, reason=FORGOTTEN_BY_OWNER)
+        prepared = await self._round(
+            ledger.parts,
+            "prepare",
+            tell,
+            trio.current_time() + self.wait_s,
+            lambda p: p.ask(ForgetPrepare(plan=plan, text=text), ForgetPrepared),
         )
-        if denied:
-            log.info("forget %s: denied pending approvals %s", plan, ", ".join(denied))
-        prepared = await self._prepare(plan, text)
         if prepared.failures:
             for name, failure in prepared.failures.items():
                 log.warning("forget %s: %s did not prepare (%s)", plan, name, failure.code)
             await self._abort(ledger)
             raise ServiceError(
-                "forget-not-done", f"nothing was forgotten: {prepared.why()}", runbook="forget"
+                "forget-not-done",
+                f"nothing was forgotten: {prepared.why()}{_start_again(prepared.failures)}",
+                runbook="forget",
             )
         counts: dict[str, int] = {}
-        for name in self.parts:
-            answer = prepared.answers[name]
-            assert isinstance(answer, ForgetPrepared)
+        for answer in prepared.in_order(ledger.parts):
             for holding in answer.holdings:
                 counts[holding.store] = counts.get(holding.store, 0) + holding.count
         record = ForgetRecord(
@@ -494,85 +440,120 @@ class Forgets:
             await self._abort(ledger)
             raise ServiceError(
                 "audit-unwritable",
-                f"nothing was forgotten: brokerd cannot write {self.directory}: "
+                f"nothing was forgotten: brokerd cannot write {self.ledgers.directory}: "
                 f"{exc.strerror or exc}",
             ) from None
         log.info("forget %s: decided; %s", plan, _counted(counts))
-        ledger = await self._record(committed)
-        ledger, applied = await self._apply_round(ledger, text)
-        holdings: list[Holding] = []
-        conflicts: list[str] = []
-        for name in self.parts:
-            answer = applied.answers.get(name) or prepared.answers[name]
-            assert isinstance(answer, ForgetApplied | ForgetPrepared)
-            holdings += answer.holdings
-            if isinstance(answer, ForgetApplied):
-                conflicts += [f"{name}: {conflict}" for conflict in answer.conflicts]
-        pending = ledger.unfinished
-        if not isinstance(ledger.record, msgspec.UnsetType) and AUDIT_PART not in pending:
-            pending.append(AUDIT_PART)  # its own record of the forget is still to be written
-        if pending:
-            nursery = self._nursery
-            assert nursery is not None
-            nursery.start_soon(self._finish, ledger)
+        denied = self.approvals.deny_holding(
+            text, OwnerDenies(surface=surface, reason=FORGOTTEN_BY_OWNER)
+        )
+        if denied:
+            log.info("forget %s: denied pending approvals %s", plan, ", ".join(denied))
+        ledger, record_failed = await self._record(committed)
+        ledger, applied = await self._apply(ledger, text, tell, wait=True)
+        forgotten = Forgotten(
+            plan=plan,
+            holdings=[h for answer in applied.in_order(ledger.parts) for h in answer.holdings],
+            left=[
+                PartLeft(
+                    part=name,
+                    why=str(applied.failures[name]),
+                    holdings=prepared.answers[name].holdings,
+                )
+                for name in ledger.unfinished
+            ],
+            lost=[PartLeft(part=name, why=str(applied.failures[name])) for name in ledger.lost],
+            conflicts=[
+                f"{name}: {conflict}"
+                for name in ledger.parts
+                for conflict in (applied.answers[name].conflicts if name in applied.answers else [])
+            ],
+            denied=denied,
+        )
+        if record_failed is not None:
+            forgotten.left.append(
+                PartLeft(part=AUDIT_PART, why=f"its own record of the forget: {record_failed}")
+            )
+        if ledger.unfinished or not isinstance(ledger.record, msgspec.UnsetType):
+            assert self._nursery is not None
+            self._nursery.start_soon(self._finish, ledger, text, False)
         else:
             await self._done(ledger)
-        return Forgotten(plan=plan, holdings=holdings, pending=pending, conflicts=conflicts)
-
-    async def _prepare(self, plan: str, text: str) -> _Round:
-        """Every part's plan; a part that went away (died, restarting) is asked again.
-
-        A role `bxctl up` or systemd restarts is back within seconds, and the owner is
-        still waiting with the text in hand: a forget cut off by a death before its commit
-        point is carried on once the role is back, not dropped. A part that answered with
-        an error, or is still gone after `PREPARE_WAIT_S`, fails the forget: nothing changed.
-        """
-        prepared = await self._round(lambda part: part.prepare(plan, text))
-        backoff = self._backoff()
-        with trio.move_on_after(PREPARE_WAIT_S):
-            while prepared.failures and all(
-                failure.code in _GONE for failure in prepared.failures.values()
-            ):
-                log.info(
-                    "forget %s: %s went away while preparing; asking again",
-                    plan,
-                    ", ".join(prepared.failures),
-                )
-                await trio.sleep(backoff.next())
-                again = await self._round(
-                    lambda part: part.prepare(plan, text), names=list(prepared.failures)
-                )
-                prepared.answers.update(again.answers)
-                prepared.failures = again.failures
-        return prepared
+        return forgotten
 
     async def _round(
-        self, ask: Callable[[Part], Awaitable[object]], names: Iterable[str] | None = None
-    ) -> _Round:
-        """Ask every part (or those `names`) side by side; each answer or failure, by part."""
-        found = _Round()
+        self,
+        names: list[str],
+        step: Literal["preview", "prepare", "apply"],
+        tell: Tell,
+        until: float,
+        ask: Callable[[Part], Awaitable[T]],
+    ) -> Round[T]:
+        """Ask the parts `names` side by side; one that is gone is asked again until `until`.
+
+        Meanwhile the owner is told how it goes every `tell_every_s`.
+        """
+        found: Round[T] = Round()
+        gone: set[str] = set()
+        started = trio.current_time()
 
         async def one(part: Part) -> None:
-            try:
-                found.answers[part.name] = await ask(part)
-            except PartFailed as exc:
-                found.failures[part.name] = exc
-            except Exception:
-                # A bug must not end the task that carries a decided forget to its end.
-                log.exception("forget: %s failed inside brokerd", part.name)
-                found.failures[part.name] = PartFailed(
-                    part.name, "internal", f"{part.name} failed inside brokerd; its log says why"
+            backoff = self._backoff()
+            while True:
+                try:
+                    found.answers[part.name] = await ask(part)
+                except PartFailed as exc:
+                    left = until - trio.current_time()
+                    if not exc.gone or left <= 0:
+                        if exc.gone and part.name in gone:
+                            waited = format_duration(self.wait_s)
+                            exc = PartFailed(part.name, exc.code, f"{exc} (waited {waited} for it)")
+                        found.failures[part.name] = exc
+                        break
+                    if part.name not in gone:
+                        log.info(
+                            "forget: %s is not running; waiting for it to come back", part.name
+                        )
+                    gone.add(part.name)
+                    await trio.sleep(min(backoff.next(), left))
+                    continue
+                except Exception:
+                    # A bug must not end the task that carries a decided forget to its end.
+                    log.exception("forget: %s failed inside brokerd", part.name)
+                    found.failures[part.name] = PartFailed(
+                        part.name,
+                        "internal",
+                        f"{part.name} failed inside brokerd; its log says why",
+                    )
+                break
+            gone.discard(part.name)
+
+        async def progress() -> None:
+            while True:
+                await trio.sleep(self.tell_every_s)
+                working = [n for n in names if n not in found.answers and n not in found.failures]
+                await tell(
+                    ForgetProgress(
+                        step=step,
+                        working=[n for n in working if n not in gone],
+                        gone=sorted(gone),
+                        waited_s=int(trio.current_time() - started),
+                        bound_s=int(self.wait_s) if until > started else 0,
+                    )
                 )
 
         async with trio.open_nursery() as nursery:
-            for name in self.parts if names is None else names:
-                nursery.start_soon(one, self.parts[name])
+            nursery.start_soon(progress)
+            async with trio.open_nursery() as asking:
+                for name in names:
+                    asking.start_soon(one, self.parts[name])
+            nursery.cancel_scope.cancel()
         return found
 
-    async def _record(self, ledger: Ledger) -> Ledger:
-        """Append the forget's audit record if it is still to be; the ledger after."""
+    async def _record(self, ledger: ForgetLedger) -> tuple[ForgetLedger, str | None]:
+        """Append the forget's audit record if it is still to be; the ledger after, and why not."""
         if isinstance(ledger.record, msgspec.UnsetType):
-            return ledger
+            return ledger, None
         record = ledger.record
         try:
             await self.audit.append_forget(
@@ -583,122 +564,157 @@ class Forgets:
                 session=record.session,
             )
         except OSError as exc:
-            log.warning(
-                "forget %s: its audit record could not be written (%s); trying again",
-                ledger.plan,
-                exc.strerror or type(exc).__name__,
-            )
-            return ledger
+            why = exc.strerror or type(exc).__name__
+            log.warning("forget %s: its audit record could not be written (%s)", ledger.plan, why)
+            return ledger, f"the audit log could not be written ({why})"
         recorded = msgspec.structs.replace(ledger, record=msgspec.UNSET)
         await self._keep(recorded)
-        return recorded
+        return recorded, None
 
-    async def _apply_round(self, ledger: Ledger, text: str | None) -> tuple[Ledger, _Round]:
+    async def _apply(
+        self,
+        ledger: ForgetLedger,
+        text: str | None,
+        tell: Tell = _told_nobody,
+        *,
+        wait: bool = False,
+    ) -> tuple[ForgetLedger, Round[ForgetApplied]]:
         """Apply every unfinished part once, in order; the ledger with those done.
 
         One after another, in the parts' order (memoryd, loopd, the audit): once memoryd
         has taken the entries out of the memory files, no session opened from then on
-        starts with the text in its baseline, so loopd's re-plan, which comes after, sees
-        every session that could hold it.
+        starts with the text in its baseline, so loopd's plan, made after, sees every
+        session that could hold it. With `wait` (the owner waits), a part that is not
+        running is waited for; else it is asked once. `text` is given while brokerd has
+        it (this run): a part then plans again, and copies made since are taken out too.
         """
         plan = ledger.plan
-        applied = _Round()
+        request = ForgetApply(plan=plan, text=text)
+        applied: Round[ForgetApplied] = Round()
+        until = trio.current_time() + self.wait_s if wait else -math.inf
         for name in ledger.unfinished:
-            one = await self._round(lambda part: part.apply(plan, text), [name])
+            one = await self._round(
+                [name], "apply", tell, until, lambda p: p.ask(request, ForgetApplied)
+            )
             applied.answers.update(one.answers)
             applied.failures.update(one.failures)
-        for name in ledger.unfinished:
-            answer = applied.answers.get(name)
-            if isinstance(answer, ForgetApplied):
-                ledger = ledger.finished(name)
-                log.info(
-                    "forget %s: %s applied: %s%s",
-                    ledger.plan,
+        for name, answer in applied.answers.items():
+            ledger = ledger.with_done(name)
+            log.info(
+                "forget %s: %s %s: %s%s",
+                plan,
+                name,
+                "had applied it before" if answer.again else "applied",
+                _counted({h.store: h.count for h in answer.holdings}),
+                f", {len(answer.conflicts)} conflicts" if answer.conflicts else "",
+            )
+        for name, failure in applied.failures.items():
+            if failure.code == "forget-unknown":
+                log.error(
+                    "forget %s: %s no longer has its plan; what it holds of the text stays "
+                    "there until the owner forgets it again (runbook: forget)",
+                    plan,
                     name,
-                    _counted({h.store: h.count for h in answer.holdings}),
-                    f", {len(answer.conflicts)} conflicts" if answer.conflicts else "",
                 )
-            elif (failure := applied.failures.get(name)) is not None:
+                ledger = msgspec.structs.replace(ledger, lost=[*ledger.lost, name])
+            else:
                 log.warning(
-                    "forget %s: %s did not apply (%s); it will be asked again",
-                    ledger.plan,
-                    name,
-                    failure.code,
+                    "forget %s: %s did not apply (%s); asked again", plan, name, failure.code
                 )
         await self._keep(ledger)
         return ledger, applied
 
-    async def _abort(self, ledger: Ledger) -> None:
+    async def _abort(self, ledger: ForgetLedger) -> None:
         """Tell every part to drop its plan; the ledger goes once all did, else later."""
         ledger = await self._abort_round(ledger)
         if ledger.unfinished:
-            nursery = self._nursery
-            assert nursery is not None
-            nursery.start_soon(self._finish, ledger)
+            assert self._nursery is not None
+            self._nursery.start_soon(self._finish, ledger, None, False)
         else:
             await self._done(ledger)
 
-    async def _abort_round(self, ledger: Ledger) -> Ledger:
+    async def _abort_round(self, ledger: ForgetLedger) -> ForgetLedger:
         plan = ledger.plan
-        aborted = await self._round(lambda part: part.abort(plan), ledger.unfinished)
-        for name in ledger.unfinished:
-            if name in aborted.answers:
-                ledger = ledger.finished(name)
+        aborted = await self._round(
+            ledger.unfinished,
+            "prepare",
+            _told_nobody,
+            -math.inf,
+            lambda p: p.ask(ForgetAbort(plan=plan), Ok),
+        )
+        for name in aborted.answers:
+            ledger = ledger.with_done(name)
+        for name, failure in aborted.failures.items():
+            if failure.code == "forget-decided":  # cannot be: said, and given up
+                log.error("forget %s: %s would not abort: %s", plan, name, failure)
+                ledger = msgspec.structs.replace(ledger, lost=[*ledger.lost, name])
         if ledger.unfinished:
             await self._keep(ledger)
         return ledger
 
-    async def _finish(self, ledger: Ledger) -> None:
-        """Carry a ledger to its end without the text, trying again with a backoff."""
+    async def _finish(
+        self, ledger: ForgetLedger, text: str | None = None, now: bool = True
+    ) -> None:
+        """Carry a ledger to its end, trying again with a backoff (at once if `now`).
+
+        With the text while this run has it (kept in memory, never written), without it
+        after a restart: each part then finishes the plan it keeps.
+        """
         backoff = self._backoff()
+        if not now and await self._stopping(backoff, ledger):
+            return
         while True:
-            match ledger.state:
-                case "committed":
-                    ledger = await self._record(ledger)
-                    if ledger.unfinished:
-                        ledger, _ = await self._apply_round(ledger, None)
-                case "preparing":
-                    ledger = await self._abort_round(ledger)
-                case _:
-                    assert_never(ledger.state)
+            if ledger.state == "committed":
+                ledger, _ = await self._record(ledger)
+                if ledger.unfinished:
+                    ledger, _ = await self._apply(ledger, text)
+            else:
+                ledger = await self._abort_round(ledger)
             if not ledger.unfinished and isinstance(ledger.record, msgspec.UnsetType):
                 await self._done(ledger)
                 return
-            with trio.move_on_after(backoff.next()):
-                await self._shutdown.wait()
-            if self._shutdown.is_set():
-                log.info(
-                    "forget %s: %s left to finish at the next start",
-                    ledger.plan,
-                    ", ".join(ledger.unfinished) or "its audit record",
-                )
+            if await self._stopping(backoff, ledger):
                 return
 
-    async def _done(self, ledger: Ledger) -> None:
+    async def _stopping(self, backoff: proto.Backoff, ledger: ForgetLedger) -> bool:
+        """Wait before trying again; True if brokerd is stopping meanwhile."""
+        with trio.move_on_after(backoff.next()):
+            await self._shutdown.wait()
+        if self._shutdown.is_set():
+            log.info(
+                "forget %s: %s left to finish at the next start",
+                ledger.plan,
+                ", ".join(ledger.unfinished) or "its audit record",
+            )
+            return True
+        return False
+
+    async def _done(self, ledger: ForgetLedger) -> None:
         try:
-            await trio.to_thread.run_sync(_remove_ledger, self.directory, ledger.plan)
+            await trio.to_thread.run_sync(self.ledgers.remove, ledger.plan)
         except OSError as exc:
             log.warning("forget %s: its ledger could not be removed: %s", ledger.plan, exc)
-        what = "finished everywhere" if ledger.state == "committed" else "aborted everywhere"
-        log.info("forget %s: %s", ledger.plan, what)
+        if ledger.state == "preparing":
+            log.info("forget %s: aborted everywhere", ledger.plan)
+        elif ledger.lost:
+            log.error(
+                "forget %s: finished, but not in %s (its plan was lost); forget the text again "
+                "(runbook: forget)",
+                ledger.plan,
+                ", ".join(ledger.lost),
+            )
+        else:
+            log.info("forget %s: finished everywhere", ledger.plan)
         event = self._unfinished.pop(ledger.plan, None)
         if event is not None:
             event.set()
 
-    async def _write(self, ledger: Ledger) -> None:
-        await trio.to_thread.run_sync(_write_ledger, self.directory, ledger)
+    async def _write(self, ledger: ForgetLedger) -> None:
+        await trio.to_thread.run_sync(self.ledgers.write, ledger.plan, ledger)
 
-    async def _keep(self, ledger: Ledger) -> None:
+    async def _keep(self, ledger: ForgetLedger) -> None:
         """Write a ledger's progress; a failure only means a part is asked once more."""
         try:
             await self._write(ledger)
         except OSError as exc:
             log.warning("forget %s: its ledger could not be updated: %s", ledger.plan, exc)
-
-
-def _check(text: str) -> str:
-    """The text every part is asked about: stripped, as `forget_problem` judged it."""
-    problem = proto.forget_problem(text)
-    if problem is not None:
-        raise ServiceError("bad-forget", problem, runbook="forget")
-    return text.strip()

@@ -41,9 +41,10 @@ from proto import (
 
 from . import _approvals
 from ._audit import AUDIT_TAMPERED, Audit
+from ._audit_forget import AuditLogForget
 from ._config import Settings
 from ._decide import Decider
-from ._forget import AuditPart, Forgets, RolePart
+from ._forget import ForgetCoordinator, LocalPart, RolePart, Tell
 from ._grants import GrantSet, load_grants
 from ._local_tools import LocalLimits, LocalRuntime
 from ._owner import BadSurface, RevisionRefused, revise, surface_of
@@ -97,8 +98,9 @@ class Brokerd:
         self.approvals = _approvals.PendingApprovals(settings.approval_timeout_s)
         self.grants = GrantSet(by_tool={})
         self._runtime = runtime
-        self.forgets = Forgets(
-            settings.audit_dir / ".forget",
+        self.audit_part = proto.ForgetPart(AuditLogForget(self.audit))
+        self.forgets = ForgetCoordinator(
+            settings.audit_dir / proto.PLAN_DIR,
             self.audit,
             self.approvals,
             [
@@ -110,7 +112,7 @@ class Brokerd:
                 RolePart(
                     "loopd", settings.loopd_socket, call_timeout_s=settings.loopd_call_timeout_s
                 ),
-                AuditPart(self.audit),
+                LocalPart(self.audit_part),
             ],
         )
 
@@ -142,6 +144,7 @@ class Brokerd:
         """Serve both sockets in `work` until `shutdown`; return a status line."""
         s = self.settings
         serve = partial(proto.serve_unix, shutdown=shutdown, read_timeout_s=s.read_timeout_s)
+        await self.audit_part.recover()  # the audit's part of a decided forget, before any append
         self.forgets.finish_in(work, shutdown)  # forgets an earlier run left are finished first
         await work.start(partial(serve, proto.LOOP_BROKER, s.loop_socket, self.handle_loop))
         await work.start(partial(serve, proto.OWNER_BROKER, s.admin_socket, self.handle_owner))
@@ -216,13 +219,15 @@ class Brokerd:
                     forgets=verdict.forgets,
                 )
             case ForgetPreview():
-                return await self.forgets.preview(request.text)
+                return await self.forgets.preview(request.text, _teller(conn))
             case Forget():
                 try:
                     surface = surface_of(request.surface, conn.peer_uid)
                 except BadSurface as exc:
                     raise ServiceError(exc.code, str(exc)) from None
-                return await self.forgets.forget(request.text, surface, request.session)
+                return await self.forgets.forget(
+                    request.text, surface, request.session, _teller(conn)
+                )
             case _:
                 assert_never(request)
 
@@ -247,3 +252,18 @@ class Brokerd:
             self.approvals.settle_by_owner(request.id, answer)
         except _OWNER_REFUSALS as exc:
             raise ServiceError(exc.code, str(exc)) from None
+
+
+def _teller(conn: Connection) -> Tell:
+    """Tell the owner on `conn` how a forget goes, until they hang up (then tell nobody)."""
+    gone = False
+
+    async def tell(progress: proto.ForgetProgress) -> None:
+        nonlocal gone
+        if not gone:
+            try:
+                await conn.send(progress)
+            except proto.PeerGone:
+                gone = True
+
+    return tell

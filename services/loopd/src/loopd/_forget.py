@@ -1,149 +1,73 @@
 """loopd's part of a forget: the text taken out of every session's log and baseline.
 
-In a log line only what was said is text: a message's content and reasoning, a tool
-call's arguments (a JSON string, redacted inside), a tool result's content. Each
-occurrence becomes `proto.MARKER`; the record's type, time, ids, call ids, refs, tool
-names and label stay exactly, so the session keeps its shape: its calls still pair with
-their results and its label (the join over the log) is what it was. A line that is not a
-record (torn by a crash, damaged) is redacted as text and stays a line. In a baseline
-only the system text is; the tool schemas are loopd's own.
+The part itself (prepare, apply, abort, recovery, and their answers) is `proto.ForgetPart`;
+this module is loopd's `proto.ForgetStore`. A log line is redacted as its record kind says
+(`proto.redact_line`): what was said (a message's content and reasoning, a tool call's
+arguments, a tool result's content) becomes `proto.MARKER` where it holds the text, and
+the record's type, time, ids, call ids, refs, tool names and label stay exactly, so the
+session keeps its shape: its calls still pair with their results and its label is what
+it was. A line that is not a record is redacted as text and stays a line. In a baseline
+only the system text is redacted; the tool schemas are loopd's own. A baseline is
+written once and replayed byte for byte: a forget is the one exception (the owner's
+decision), since the model must never be sent the text again.
 
-A baseline is written once and replayed byte for byte: a forget is the one exception
-(the owner's decision), since the model must never be sent the text again.
-
-Plans live in `sessions/.forget/` (a name no session id can take, skipped by every
-listing); the functions here are blocking and run in a worker thread.
+Each session is changed under its turn lock, so no turn reads it half-forgotten or
+appends to a file being replaced, and loopd's kept copy of it is dropped there. With
+the text in hand, each session is planned again under its lock: a turn that ended since
+the plan was made is in it. The sessions looked at again are the plan's and those loopd
+wrote since the plan was made (it writes every one of them, so it knows; after a restart
+it does not, and looks at all). A session whose turn runs past `forget_wait_s` (one
+waiting for the owner's approval) is left for brokerd to ask again, its plan committed.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import logging
 import os
-import time
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
 
 import msgspec
+import trio
 
 import proto
-from proto import Holding, LineEdit, LinesEdit, WholeEdit
+from proto import ForgetLooked, Holding, LinesEdit, NoSteps, ServiceError, WholeEdit
 
-__all__ = [
-    "BASELINES",
-    "PLAN_DIR",
-    "SESSIONS",
-    "STALE_PLAN_S",
-    "FileEdit",
-    "Found",
-    "applied_sessions",
-    "apply_session",
-    "changed_since",
-    "find",
-    "holdings",
-    "leftovers",
-    "plan_session",
-    "plan_sessions",
-    "recover",
-    "redact_baseline",
-    "redact_log_line",
-    "session_of",
-]
+from ._sessions import SessionStore
+
+__all__ = ["SESSIONS", "SessionBusy", "SessionsForget", "plan_session", "plan_sessions"]
 
 log = logging.getLogger("loopd.forget")
 
-PLAN_DIR = ".forget"
-"""`sessions/.forget/`: a session id starts with a letter, so no session is named so."""
 SESSIONS = "sessions"
 BASELINES = "baselines"
-STALE_PLAN_S = 3600.0
-"""An uncommitted plan older than this was never decided: deleted at start."""
 
-FileEdit = LinesEdit | WholeEdit
-_RECORD_TYPES = frozenset({"user", "assistant", "tool_result"})
+_LOG_KINDS = (proto.SessionRecord,)
+_BASELINE_KINDS = (proto.Baseline,)
 
 
-def _redact_text(text: str, needle: str) -> str:
-    """`text` with `needle` out of it, judged as JSON inside and as the string the model sees."""
-    redacted = proto.redact_value(text, needle)
-    if isinstance(redacted, str) and proto.holds(redacted, needle):
-        # A JSON string judged by what it decodes to can still hold the needle in its
-        # escapes (a needle with a quote or a backslash): the model is sent the string.
-        redacted = proto.redact(redacted, needle)
-    assert isinstance(redacted, str)
-    return redacted
+class SessionBusy(Exception):
+    """A session's turn held its lock longer than a forget may wait."""
+
+    def __init__(self, session: str) -> None:
+        super().__init__(session)
+        self.session = session
 
 
-def _redact_record(record: dict[str, Any], needle: str) -> dict[str, Any]:
-    changed = dict(record)
-    for key in ("content", "reasoning_content"):
-        value = record.get(key)
-        if isinstance(value, str):
-            changed[key] = _redact_text(value, needle)
-    calls = record.get("tool_calls")
-    if isinstance(calls, list):
-        changed["tool_calls"] = [
-            {**call, "arguments": _redact_text(call["arguments"], needle)}
-            if isinstance(call, dict) and isinstance(call.get("arguments"), str)
-            else call
-            for call in calls
-        ]
-    return changed
+HoldSession = Callable[[str], AbstractAsyncContextManager[None]]
+"""Holds a session's turn lock for the block, or raises `SessionBusy`."""
+Notify = Callable[[str], Awaitable[None]]
+"""Tells memoryd a session's log changed (`session_updated`)."""
 
 
-def redact_log_line(line: bytes, needle: str) -> bytes | None:
-    """A log line with `needle` out of its text; None if its text does not hold it.
-
-    A record keeps every field but its text; any other line (torn, damaged, not a
-    record) is redacted by `proto.redact_line`, as text if it is not JSON.
-    """
-    if not proto.may_hold(line, needle):
-        return None
-    try:
-        value = msgspec.json.decode(line)
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        value = None
-    if not isinstance(value, dict) or value.get("type") not in _RECORD_TYPES:
-        return proto.redact_line(line, needle)
-    redacted = _redact_record(value, needle)
-    if redacted == value:
-        return None
-    return msgspec.json.encode(redacted)
-
-
-def redact_baseline(data: bytes, needle: str) -> bytes | None:
-    """A baseline with `needle` out of its system text; None if that does not hold it.
-
-    Every other byte stays: the fields in their order, the tool schemas as written. A
-    file that is not a baseline's JSON is redacted as text.
-    """
-    try:
-        value = msgspec.json.decode(data)
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        value = None
-    if not isinstance(value, dict) or not isinstance(value.get("system"), str):
-        text = data.decode("utf-8", errors="replace")
-        return proto.redact(text, needle).encode() if proto.holds(text, needle) else None
-    system = _redact_text(value["system"], needle)
-    if system == value["system"]:
-        return None
-    return msgspec.json.encode({**value, "system": system})
-
-
-def _hash(line: bytes) -> str:
-    # The hash `proto.apply_edit` compares a line's `old` with.
-    return hashlib.sha256(line).hexdigest()
-
-
-def session_of(edit: FileEdit) -> str:
+def session_of(edit: proto.FileEdit) -> str:
     """The session an edit's path (`<id>/<file>`, relative to sessions/) belongs to."""
     return edit.path.split("/", 1)[0]
 
 
 def _session_ids(root: Path) -> list[str]:
-    """Every session directory's id, sorted; `.forget` and anything else not a session left out."""
+    """Every session directory's id, sorted; `.forget` and anything not a session left out."""
     if not root.is_dir():
         return []
     ids: list[str] = []
@@ -157,86 +81,50 @@ def _session_ids(root: Path) -> list[str]:
     return sorted(ids)
 
 
-def plan_session(root: Path, session: str, needle: str) -> list[FileEdit]:
-    """The edits that take `needle` out of one session's log and baseline."""
+def plan_session(root: Path, session: str, needle: str) -> list[proto.FileEdit]:
+    """The edits that take `needle` out of one session's log and baseline (blocking)."""
     directory = root / proto.check_session_id(session)
-    edits: list[FileEdit] = []
+    edits: list[proto.FileEdit] = []
     try:
         data = (directory / proto.LOG_FILE).read_bytes()
     except FileNotFoundError:
         data = b""
-    if not proto.may_hold(data, needle):
-        data = b""  # most logs of a large home: nothing to decode
-    # Split as `apply_edit` splits: a final line without its newline (torn) is a line.
-    lines = [
-        LineEdit(line=number, old=_hash(line), new=new.decode("utf-8", errors="replace"))
-        for number, line in enumerate(data.split(b"\n"))
-        if (new := redact_log_line(line, needle)) is not None
-    ]
-    if lines:
-        edits.append(LinesEdit(path=f"{session}/{proto.LOG_FILE}", lines=lines))
+    if proto.may_hold(data, needle):  # most logs of a large home: nothing to decode
+        # Split as `apply_file_edit` splits: a final line without its newline is a line.
+        lines = proto.line_edits(data.split(b"\n"), needle, _LOG_KINDS)
+        if lines:
+            edits.append(LinesEdit(path=f"{session}/{proto.LOG_FILE}", lines=lines))
     try:
         baseline = (directory / proto.BASELINE_FILE).read_bytes()
     except FileNotFoundError:
-        baseline = None
-    if baseline is not None and (redacted := redact_baseline(baseline, needle)) is not None:
+        return edits
+    redacted = proto.redact_line(baseline, needle, _BASELINE_KINDS)
+    if redacted is not None:
         edits.append(proto.whole_edit(f"{session}/{proto.BASELINE_FILE}", baseline, redacted))
     return edits
 
 
-def plan_sessions(root: Path, needle: str, only: Collection[str] | None = None) -> list[FileEdit]:
+def plan_sessions(
+    root: Path, needle: str, only: Collection[str] | None = None
+) -> list[proto.FileEdit]:
     """The edits that take `needle` out of every session under `root` (or those `only`)."""
     sessions = _session_ids(root) if only is None else sorted(only)
     return [edit for session in sessions for edit in plan_session(root, session, needle)]
 
 
-def changed_since(root: Path, since_ns: int) -> set[str]:
-    """The sessions whose folder, log or baseline changed at or after `since_ns`.
-
-    What a plan made at `since_ns` may have missed: a turn that ended since, a session
-    opened since. A stat per file, so a forget's second look costs nothing in a large home.
-    """
-    changed: set[str] = set()
-    for session in _session_ids(root):
-        directory = root / session
-        for path in (directory, directory / proto.LOG_FILE, directory / proto.BASELINE_FILE):
-            try:
-                if path.stat().st_mtime_ns >= since_ns:
-                    changed.add(session)
-                    break
-            except FileNotFoundError:
-                continue
-    return changed
-
-
-@dataclasses.dataclass(frozen=True)
-class Found:
-    """What a plan's edits change: messages per session, and the baselines."""
-
-    messages: dict[str, int]
-    baselines: list[str]
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """The plan's counts, by store (no text)."""
-        return {SESSIONS: sum(self.messages.values()), BASELINES: len(self.baselines)}
-
-
-def find(edits: list[FileEdit]) -> Found:
-    """Count what `edits` change."""
-    messages: dict[str, int] = {}
-    baselines: list[str] = []
+def _by_session(edits: list[proto.FileEdit]) -> dict[str, list[proto.FileEdit]]:
+    by_session: dict[str, list[proto.FileEdit]] = {}
     for edit in edits:
-        match edit:
-            case LinesEdit():
-                session = session_of(edit)
-                messages[session] = messages.get(session, 0) + len(edit.lines)
-            case WholeEdit():
-                baselines.append(session_of(edit))
-    return Found(messages=messages, baselines=baselines)
+        by_session.setdefault(session_of(edit), []).append(edit)
+    return by_session
 
 
-def _newest_first(root: Path, sessions: list[str]) -> list[str]:
+def _counts(edits: list[proto.FileEdit]) -> dict[str, int]:
+    messages = sum(len(e.lines) for e in edits if isinstance(e, LinesEdit))
+    return {SESSIONS: messages, BASELINES: sum(isinstance(e, WholeEdit) for e in edits)}
+
+
+def _newest_first(root: Path, sessions: Collection[str]) -> list[str]:
     """Sessions by when they were made (their baseline's `created`), newest first, then by id.
 
     Not by the files' times: the forget's own rewrite changes those.
@@ -251,98 +139,157 @@ def _newest_first(root: Path, sessions: list[str]) -> list[str]:
     return sorted(sorted(sessions), key=created, reverse=True)
 
 
-def holdings(root: Path, found: Found) -> list[Holding]:
-    """Loopd's holdings: `sessions` (messages, naming them) and `baselines` (sessions)."""
-    return [
-        Holding(
-            store=SESSIONS,
-            count=sum(found.messages.values()),
-            unit="messages",
-            names=_newest_first(root, list(found.messages)),
-        ),
-        Holding(
-            store=BASELINES,
-            count=len(found.baselines),
-            unit="sessions",
-            names=_newest_first(root, found.baselines),
-        ),
-    ]
+class SessionsForget:
+    """sessions/ as a part of every forget (`proto.ForgetPart` drives it)."""
+
+    name = "loopd"
+    steps = NoSteps
+
+    def __init__(self, store: SessionStore, hold: HoldSession, notify: Notify) -> None:
+        self.store = store
+        self.root = store.root
+        self.hold = hold
+        self.notify = notify
+        """Tells memoryd of each session rewritten; the service sets what suits its state."""
+        self.writing = trio.Lock()
+        """Held by each request, and by each new session's first write: a session begun
+        before a forget is never written while it applies, nor after it with the text."""
+        self.applied = 0
+        """How many applies have begun: a session begun at an older count has its baseline
+        (a copy of memory) made again before it is written."""
+        self._since: dict[str, set[str]] = {}
+        """Per plan prepared in this run, the sessions written since (`SessionStore.watch`)."""
+
+    def held(self) -> AbstractAsyncContextManager[None]:
+        """No new session is written meanwhile."""
+        return self.writing
+
+    async def look(self, text: str) -> ForgetLooked:
+        """The sessions holding `text`, newest first; writes nothing."""
+
+        def found() -> list[Holding]:
+            by_session = _by_session(plan_sessions(self.root, text))
+            messages = [s for s, edits in by_session.items() if _counts(edits)[SESSIONS]]
+            baselines = [s for s, edits in by_session.items() if _counts(edits)[BASELINES]]
+            counts = _counts([e for edits in by_session.values() for e in edits])
+            return [
+                Holding(
+                    store=SESSIONS,
+                    count=counts[SESSIONS],
+                    unit="messages",
+                    names=_newest_first(self.root, messages),
+                ),
+                Holding(
+                    store=BASELINES,
+                    count=counts[BASELINES],
+                    unit="sessions",
+                    names=_newest_first(self.root, baselines),
+                ),
+            ]
+
+        return ForgetLooked(holdings=await trio.to_thread.run_sync(found))
+
+    async def plan(
+        self, plan: str, text: str, stored: proto.ForgetPlan[NoSteps] | None
+    ) -> proto.ForgetPlan[NoSteps]:
+        """The plan over every session; planned before in this run, over those that may hold it."""
+        only = self._looked_at(plan, stored)
+        if plan not in self._since:
+            self._since[plan] = self.store.watch()
+        edits = await trio.to_thread.run_sync(plan_sessions, self.root, text, only)
+        if only is not None and stored is not None:  # the sessions not looked at again
+            again = set(only)
+            edits = [e for e in stored.edits if session_of(e) not in again] + edits
+        return proto.ForgetPlan(plan=plan, edits=edits, counts=_counts(edits))
+
+    def _looked_at(self, plan: str, stored: proto.ForgetPlan[NoSteps] | None) -> set[str] | None:
+        """The sessions that may hold the text now: the plan's and those written since."""
+        since = self._since.get(plan)
+        if stored is None or since is None:
+            return None  # planned in an earlier run: every session
+        return {session_of(edit) for edit in stored.edits} | self.store.written(since)
+
+    async def apply(
+        self, plan: proto.ForgetPlan[NoSteps], text: str | None, keep: proto.Keep[NoSteps]
+    ) -> list[str]:
+        """Apply the plan session by session, each under its turn lock (planned again there)."""
+        self.applied += 1
+        conflicts: list[str] = []
+        busy: list[str] = []
+        for session, edits in _by_session(plan.edits).items():
+            try:
+                async with self.hold(session):
+                    if text is not None:
+                        fresh = await trio.to_thread.run_sync(
+                            plan_session, self.root, session, text
+                        )
+                        if fresh != edits:
+                            kept = [e for e in plan.edits if session_of(e) != session] + fresh
+                            plan = msgspec.structs.replace(plan, edits=kept, counts=_counts(kept))
+                            await keep(plan)
+                            edits = fresh
+                    conflicts += await trio.to_thread.run_sync(_apply, self.root, edits)
+                    self.store.drop(session)
+            except SessionBusy:
+                busy.append(session)
+                continue
+            await self.notify(session)
+        if busy:
+            log.info("forget %s waits for the turns of %s", plan.plan, ", ".join(busy))
+            raise ServiceError(
+                "session-busy",
+                f"session {busy[0]} has a turn running"
+                + (f" (and {len(busy) - 1} more)" if len(busy) > 1 else "")
+                + f"; forget {plan.plan} is decided and finishes there when asked again",
+                runbook="forget",
+            )
+        return conflicts
+
+    async def verify(self, plan: proto.ForgetPlan[NoSteps], text: str | None) -> list[str]:
+        """Where a file is not as planned; given the text, every session that still holds it."""
+        since = self._since.pop(plan.plan, None)
+        self.store.unwatch(since)
+
+        def problems() -> list[str]:
+            found = [p for e in plan.edits for p in proto.verify_file_edit(self.root, e)]
+            if text is None:
+                return found
+            only = None
+            if since is not None:
+                only = {session_of(e) for e in plan.edits} | self.store.written(since)
+            return found + [
+                f"{edit.path}: still holds it" for edit in plan_sessions(self.root, text, only)
+            ]
+
+        return await trio.to_thread.run_sync(problems)
+
+    def ended(self, plan: str) -> None:
+        """Stop watching the sessions written for a plan that ended (aborted)."""
+        self.store.unwatch(self._since.pop(plan, None))
+
+    def holdings(
+        self, counts: dict[str, int], plan: proto.ForgetPlan[NoSteps] | None
+    ) -> list[Holding]:
+        """`sessions` (messages) and `baselines` (sessions), naming the sessions if known."""
+        edits = plan.edits if plan is not None else []
+        return [
+            Holding(
+                store=SESSIONS,
+                count=counts.get(SESSIONS, 0),
+                unit="messages",
+                names=sorted({session_of(e) for e in edits if isinstance(e, LinesEdit)}),
+            ),
+            Holding(
+                store=BASELINES,
+                count=counts.get(BASELINES, 0),
+                unit="sessions",
+                names=sorted({session_of(e) for e in edits if isinstance(e, WholeEdit)}),
+            ),
+        ]
 
 
-def apply_session(root: Path, edits: list[FileEdit]) -> list[str]:
-    """Apply one session's edits (idempotent); the conflicts, and what is not as planned."""
-    problems: list[str] = []
+def _apply(root: Path, edits: list[proto.FileEdit]) -> list[str]:
+    conflicts: list[str] = []
     for edit in edits:
-        outcome = proto.apply_edit(root, edit)
-        problems += outcome.conflicts or proto.verify_edit(root, edit)
-    return problems
-
-
-def applied_sessions(edits: list[FileEdit]) -> dict[str, list[FileEdit]]:
-    """A plan's edits grouped by session, in the plan's order."""
-    by_session: dict[str, list[FileEdit]] = {}
-    for edit in edits:
-        by_session.setdefault(session_of(edit), []).append(edit)
-    return by_session
-
-
-def leftovers(root: Path, needle: str, only: Collection[str] | None = None) -> list[str]:
-    """Where a file under sessions/ (of the sessions `only`) still holds `needle`, decoded.
-
-    What a forget keeps (a type, an id, a time, a tool name, a tool schema) can hold a
-    text the owner chose: those places are reported, never changed.
-    """
-    found: list[str] = []
-    for session in _session_ids(root) if only is None else sorted(only):
-        directory = root / session
-        try:
-            data = (directory / proto.LOG_FILE).read_bytes()
-        except FileNotFoundError:
-            data = b""
-        if not proto.may_hold(data, needle):
-            data = b""
-        for number, line in enumerate(data.split(b"\n")):
-            if proto.redact_line(line, needle) is not None:
-                found.append(f"{session}/{proto.LOG_FILE}:{number + 1}: still holds it")
-        try:
-            baseline = (directory / proto.BASELINE_FILE).read_bytes()
-        except FileNotFoundError:
-            continue
-        if proto.holds(baseline.decode("utf-8", errors="replace"), needle) or (
-            proto.redact_line(baseline, needle) is not None
-        ):
-            found.append(f"{session}/{proto.BASELINE_FILE}: still holds it")
-    return found
-
-
-def recover(root: Path, *, now: float | None = None) -> list[str]:
-    """Finish every committed plan in `sessions/.forget/`; delete undecided stale ones.
-
-    Runs before loopd serves anything, so no turn holds a session. Returns the sessions
-    whose files were changed (memoryd is told about each). A plan that cannot be read
-    is left for the owner, and said so.
-    """
-    plans = root / PLAN_DIR
-    now = time.time() if now is None else now
-    changed: list[str] = []
-    for path in list(proto.plan_paths(plans)):
-        try:
-            plan = proto.read_plan(plans, path.stem)
-        except (OSError, ValueError) as exc:
-            log.error("forget plan %s cannot be read, left as it is: %s", path, exc)
-            continue
-        if plan is None:
-            continue
-        if not plan.committed:
-            if now - path.stat().st_mtime > STALE_PLAN_S:
-                log.info("forget plan %s was never decided; deleted", plan.plan)
-                proto.remove_plan(plans, plan.plan)
-            continue
-        sessions = applied_sessions(plan.edits)
-        for edits in sessions.values():
-            for problem in apply_session(root, edits):
-                log.warning("forget plan %s: %s", plan.plan, problem)
-        changed += sessions
-        proto.remove_plan(plans, plan.plan)
-        log.info("forget plan %s finished at start (%d sessions)", plan.plan, len(sessions))
-    return sorted(set(changed))
+        conflicts += proto.apply_file_edit(root, edit).conflicts
+    return conflicts

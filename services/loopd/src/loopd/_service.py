@@ -35,8 +35,7 @@ from proto import (
 
 from ._config import Settings
 from ._follow import TURN_INTERRUPTED, RunningTurn, recorded_turn
-from ._forget import recover
-from ._forgetting import Forgetter, SessionBusy
+from ._forget import SessionBusy, SessionsForget
 from ._model import ModelClient
 from ._outbox import Outbox
 from ._sessions import Session, SessionStore, new_session_id
@@ -65,7 +64,7 @@ class _TakenBack:
 
     origin: str | msgspec.UnsetType
     applied: int = -1
-    """The forget count (`Forgetter.applied`) its baseline was made at; -1: none made yet."""
+    """The forget count (`SessionsForget.applied`) its baseline was made at; -1: none made yet."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -112,7 +111,8 @@ class Loopd:
             new_sessions=self,
             broker_timeout_s=settings.broker_timeout_s,
         )
-        self.forgetter = Forgetter(self.store, settings.memory_socket, self._hold_for_forget)
+        self.forget = SessionsForget(self.store, self._hold_for_forget, self._notify_memoryd)
+        self.forget_part = proto.ForgetPart(self.forget)
 
     async def start(self, work: trio.Nursery, shutdown: trio.Event) -> str:
         """Serve the chat socket in `work` until `shutdown` and the turns in flight end.
@@ -130,10 +130,19 @@ class Loopd:
         )
 
     async def recover(self, work: trio.Nursery) -> None:
-        """Finish committed forget plans; memoryd is told about each session meanwhile."""
-        changed = await trio.to_thread.run_sync(recover, self.settings.sessions_dir)
-        for session in changed:
+        """Finish committed forget plans; memoryd is told about each session, once it is up."""
+
+        async def once_up(session: str) -> None:
             work.start_soon(_notify_memoryd_once_up, self.settings.memory_socket, session)
+
+        self.forget.notify = once_up
+        try:
+            await self.forget_part.recover()
+        finally:
+            self.forget.notify = self._notify_memoryd
+
+    async def _notify_memoryd(self, session: str) -> None:
+        await notify_memoryd(self.settings.memory_socket, session)
 
     async def _serve_forget(
         self, shutdown: trio.Event, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED
@@ -150,8 +159,8 @@ class Loopd:
         )
 
     async def handle_broker(self, request: proto.BrokerLoopRequest, conn: Connection) -> Message:
-        """forget_look, forget_prepare, forget_apply, forget_abort (`Forgetter`)."""
-        return await self.forgetter.handle(request, conn)
+        """forget_look, forget_prepare, forget_apply, forget_abort (`proto.ForgetPart`)."""
+        return await self.forget_part.handle(request)
 
     @asynccontextmanager
     async def _using(self, session_id: str) -> AsyncIterator[_SessionTurns]:
@@ -258,7 +267,7 @@ class Loopd:
 
     async def _begin(self, session: str, taken: _TakenBack) -> Session:
         """A session taken back, begun anew: its baseline made now, written at a message."""
-        taken.applied = self.forgetter.applied
+        taken.applied = self.forget.applied
         baseline = await self._baseline(session)
         return await trio.to_thread.run_sync(self.store.begin, session, baseline, taken.origin)
 
@@ -279,8 +288,8 @@ class Loopd:
         since is made again, so no session is written holding what the owner forgot.
         """
         taken = self._taken_back.get(session.id) or _TakenBack(origin=session.origin)
-        async with self.forgetter.writing:
-            if taken.applied != self.forgetter.applied:
+        async with self.forget.writing:
+            if taken.applied != self.forget.applied:
                 session.rebase(await self._baseline(session.id))
             try:
                 await trio.to_thread.run_sync(self.store.write, session)

@@ -36,6 +36,8 @@ import logging
 import os
 import secrets
 import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -99,8 +101,11 @@ class Session:
         files: tuple[FileState | None, FileState | None] | None = None,
         torn: bytes = b"",
         unwritten: str | msgspec.UnsetType | None = None,
+        wrote: Callable[[str], None] | None = None,
     ) -> None:
         self.id = id
+        self._wrote = wrote
+        """Told of each record appended (`SessionStore.watch`)."""
         self.written = unwritten is None
         """Whether its files exist: a session `begin` made has none until `write`."""
         self.origin = msgspec.UNSET if unwritten is None else unwritten
@@ -188,6 +193,8 @@ class Session:
         if before is not None and before[1] is not None:
             dev, inode, size, _ = before[1]
             expected = (dev, inode, size + bool(self._torn) + len(line) + 1)
+        if self._wrote is not None:
+            self._wrote(self.id)
         if self._torn:
             self._end_torn_line()
         self._keep(record, len(line))
@@ -226,6 +233,34 @@ class SessionStore:
         self.root = root
         self.null_content = null_content
         self._kept: collections.OrderedDict[str, Session] = collections.OrderedDict()
+        self._watches: list[set[str]] = []
+        self._watching = threading.Lock()
+
+    def watch(self) -> set[str]:
+        """From now on, the ids of the sessions written (made, or a record appended).
+
+        A forget's plan looks at those again, and not at every session. Read it with
+        `written`, end it with `unwatch`.
+        """
+        found: set[str] = set()
+        with self._watching:
+            self._watches.append(found)
+        return found
+
+    def written(self, watch: set[str]) -> set[str]:
+        """The sessions a watch has seen written so far."""
+        with self._watching:
+            return set(watch)
+
+    def unwatch(self, watch: set[str] | None) -> None:
+        """End a watch (None: nothing to end)."""
+        with self._watching:
+            self._watches = [w for w in self._watches if w is not watch]
+
+    def _wrote(self, session: str) -> None:
+        with self._watching:
+            for watch in self._watches:
+                watch.add(session)
 
     def directory(self, session: str) -> Path:
         """The directory of a valid session id (anything else is refused first)."""
@@ -258,6 +293,7 @@ class SessionStore:
             baseline,
             null_content=self.null_content,
             unwritten=origin,
+            wrote=self._wrote,
         )
 
     def write(self, session: Session) -> None:
@@ -296,6 +332,7 @@ class SessionStore:
             proto.CatalogEntry(session=session.id, created=session.baseline.created, origin=origin),
         )
         session.written = True
+        self._wrote(session.id)
         session.files = (_stat(directory / proto.BASELINE_FILE), _stat(log_path))
         self._keep(session)
 
@@ -342,6 +379,7 @@ class SessionStore:
             null_content=self.null_content,
             files=files,
             torn=torn,
+            wrote=self._wrote,
         )
 
     def kept(self, session: str) -> Session | None:

@@ -27,7 +27,7 @@ def prepare(config: Path) -> proto.Role:
     created = role.memory.ensure(settings.soul_starter)
     if created:
         log.info("created %s in %s", ", ".join(created), settings.memory_dir)
-    if role.forgets.recover_files():  # before reconcile: a forget's own journal lines first
+    if role.recover_files():  # before reconcile: a forget's own journal lines first
         log.info("finishing a forget decided before memoryd stopped")
     reconcile(role.memory)
     return proto.Role(role.start, drain_s=settings.drain_s)

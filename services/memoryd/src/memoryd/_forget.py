@@ -1,191 +1,288 @@
-"""memoryd's part of a forget: which of its files hold a text, and the plan that takes it out.
+"""memoryd's part of a forget: its files and its index, as one `proto.ForgetStore`.
 
-Blocking; run in a worker thread under the edit lock (no memory edit and no recall-log
-line is written meanwhile).
+The part itself (prepare, apply, abort, recovery, and their answers) is `proto.ForgetPart`;
+this module says what memoryd's stores hold and how a text is taken out of them:
 
-- memory.md and user.md: the entries holding the text are removed whole (a `WholeEdit`
-  of the file), and the journal gets a line of its own for the change (`HandChange`
-  marked `forgotten`, its `before` the file's entries with the text replaced by the
-  marker, its `after` the file as it now is), so the journal's last line still says what
-  the file holds and the next start's `reconcile` sees no hand change.
-- archive.md: the records whose entry holds it are removed whole (a `WholeEdit`); it is
-  otherwise append-only.
-- the journal (`edits/*.jsonl`): every line keeps its place, its ids and its approval id;
-  its text fields (`before`, `after`, `moved`, `arguments`, `proposed`) are redacted and
-  the line is marked `forgotten` with the plan's id (a `LinesEdit`).
-- the recall log (`recalls/*.jsonl`): each line's `query` is redacted (a `LinesEdit`).
+- memory.md and user.md: the entries holding the text are removed whole (a `WholeEdit`),
+  and the journal gets a line of its own for the change (a `HandChange` marked
+  `forgotten`, its `before` the entries with the text replaced by the marker), so the
+  journal's last line still says what the file holds and `reconcile` sees no hand change.
+- archive.md: the records whose entry holds it are removed whole; it is otherwise
+  append-only.
+- the journal (`edits/*.jsonl`) and the recall log (`recalls/*.jsonl`): each line holding
+  the text is redacted as its record kind says (`proto.redact_line`); a journal line is
+  marked `forgotten` with the plan's id (its edit can no longer be undone).
+- the index: each session row holding it is put back redacted under the same rowid, the
+  archive's rows are read again from archive.md, and the WAL is truncated (`_index`).
 
-The journal lines to append and the index's part (`IndexSteps`, see `_index`) live in a
-file of their own beside the plan (`<plan>.steps.json`): the plan's Struct is proto's,
-the same for every role. Neither file holds the text.
+The journal lines to append and the index rows ride in the plan's `steps`. Every request
+holds the edit lock (no memory edit meanwhile), the recall log's lock while files are
+rewritten (no line lost to a rewrite), and the whole index (`Index.forgetting`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import time
-from collections.abc import Iterator
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import msgspec
+import trio
 
 import entries
 import proto
-from proto import ForgetPlan, HandChange, LinesEdit, WholeEdit
+from proto import ForgetLooked, HandChange, Holding, LinesEdit, ServiceError, WholeEdit
 
+from ._edits import EditApplier
 from ._files import MemoryDir
+from ._index import RUNBOOK, Index, IndexDamaged
 
-__all__ = [
-    "PLAN_DIR",
-    "FilesPlan",
-    "ForgetSteps",
-    "RowStep",
-    "append_journal_lines",
-    "holding_entries",
-    "plan_files",
-    "raw_holders",
-    "read_steps",
-    "remove_steps",
-    "text_hash",
-    "write_steps",
-]
+__all__ = ["NEAR_MAX", "SNIPPET_CHARS", "MemoryForget", "MemorySteps"]
 
 log = logging.getLogger("memoryd.forget")
 
-PLAN_DIR = ".forget"
-"""The plan directory, under memory/ (memoryd's root for plan paths)."""
+NEAR_MAX = 10
+SNIPPET_CHARS = 160
 
-UNDECIDED_AFTER_S = 3600.0
-"""An uncommitted plan older than this was never decided: deleted at start."""
-
-_JOURNAL_TEXT = ("before", "after", "moved", "arguments", "proposed")
-"""A journal line's fields that hold text; the others are ids and are kept."""
-_DECIDED_TEXT = ("proposed",)
-_RECALL_TEXT = ("query",)
-
-_encoder = msgspec.json.Encoder()
+_ENTRY_FILES = ("memory.md", "user.md", "archive.md")
 _FILES: tuple[proto.MemoryFile, ...] = ("memory", "user")
+_encoder = msgspec.json.Encoder()
 
 
-def text_hash(text: str) -> str:
-    """The hash a row step keeps of a row's text (never the text)."""
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-class RowStep(msgspec.Struct, frozen=True, kw_only=True):
-    """One index row to put back redacted: its rowid, its text's hash now, its text after."""
-
-    rowid: int
-    old: str
-    new: str
-
-
-class ForgetSteps(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What a plan does besides its file edits: no text in it either."""
+class MemorySteps(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What memoryd's plan does besides its file edits: no text in it either."""
 
     journal: list[str] = msgspec.field(default_factory=list)
     """Journal lines to append once the file edits are applied (one per memory file whose
-    entries the forget removed); each is appended once (found by its `forgotten` id)."""
-    rows: list[RowStep] = msgspec.field(default_factory=list)
-    """Index rows of session logs to put back redacted, under the same rowid and source."""
+    entries the forget removed); each is appended once (known by its bytes)."""
+    rows: list[proto.LineEdit] = msgspec.field(default_factory=list)
+    """Index rows of session logs to put back redacted: `line` is the rowid."""
     archive: bool = False
-    """Whether the index's archive rows are read again from archive.md (rewritten)."""
+    """Whether the index's archive rows are read again from archive.md."""
 
 
-def _steps_path(directory: Path, plan: str) -> Path:
-    return directory / f"{plan}.steps.json"
+def holdings_of(counts: dict[str, int]) -> list[Holding]:
+    """The counts of a plan as the owner reads them (no text); stores holding nothing left out."""
+    found: list[Holding] = []
+    removed = {name: counts[name] for name in _ENTRY_FILES if counts.get(name)}
+    if removed:
+        found.append(
+            Holding(
+                store="memory files",
+                count=sum(removed.values()),
+                unit="entries",
+                names=list(removed),
+            )
+        )
+    for store, unit in (("journal", "lines"), ("recall log", "lines"), ("index", "rows")):
+        if counts.get(store):
+            found.append(Holding(store=store, count=counts[store], unit=unit))
+    return found
 
 
-def write_steps(directory: Path, plan: str, steps: ForgetSteps) -> None:
-    """Write a plan's steps atomically beside it (before the plan itself)."""
-    directory.mkdir(mode=0o700, exist_ok=True)
-    proto.write_atomically(_steps_path(directory, plan), _encoder.encode(steps))
+def snippet(text: str, needle: str) -> str:
+    """At most `SNIPPET_CHARS` of `text` on one line, around the first of `needle`'s words."""
+    flat = " ".join(text.split())
+    if len(flat) <= SNIPPET_CHARS:
+        return flat
+    folded = proto.fold(flat)
+    starts = [at for word in proto.words(needle) if (at := folded.find(word)) >= 0]
+    start = max(0, min(starts, default=0) - 40)
+    width = SNIPPET_CHARS - 2
+    start = max(0, min(start, len(flat) - width))
+    piece = flat[start : start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
 
 
-def read_steps(directory: Path, plan: str) -> ForgetSteps:
-    """A plan's steps; none when the file is missing (a plan with nothing besides edits)."""
-    try:
-        data = _steps_path(directory, plan).read_bytes()
-    except FileNotFoundError:
-        return ForgetSteps()
-    return msgspec.json.decode(data, type=ForgetSteps)
+class MemoryForget:
+    """memoryd's files and index as a part of every forget (`proto.ForgetPart` drives it)."""
+
+    name = "memoryd"
+    steps = MemorySteps
+
+    def __init__(self, memory: MemoryDir, edits: EditApplier, index: Index) -> None:
+        self.memory = memory
+        self.root = memory.root
+        self.edits = edits
+        self.index = index
+        self.files_lock = threading.Lock()
+        """Held while the recall log gets a line, and while a forget rewrites files."""
+        self.starting: bool | None = None
+        """While the committed plans of a start are finished (before the index serves):
+        whether the index was built anew at that start, from files the forget redacted
+        already (then their rows' part has nothing to do). None once memoryd serves."""
+
+    @asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """The edit lock and the whole index, once the start-up work is done.
+
+        The recovery at start is part of that work: it holds them before the catch-up.
+        """
+        if self.starting is None:
+            await self.index.caught_up.wait()
+        async with self.edits.lock, self.index.forgetting():
+            yield
+
+    async def look(self, text: str) -> ForgetLooked:
+        """What of memoryd's stores holds `text`: counts, entries, near matches."""
+
+        def files() -> tuple[list[proto.ForgetEntry], dict[str, int], list[str]]:
+            planned = plan_files(self.memory, text, proto.new_plan_id())
+            return (
+                holding_entries(self.memory, text),
+                planned.counts,
+                near_entries(self.memory, text),
+            )
+
+        found, counts, near = await trio.to_thread.run_sync(files)
+        try:
+            counts["index"], near_rows = await self.index.look(text)
+        except IndexDamaged as exc:
+            raise ServiceError("memory-index-damaged", str(exc), runbook=RUNBOOK) from None
+        shown: list[str] = []
+        for near_text in [*near, *near_rows]:
+            piece = snippet(near_text, text)
+            if piece not in shown:
+                shown.append(piece)
+        return ForgetLooked(
+            holdings=[h for h in holdings_of(counts) if h.store != "memory files"],
+            entries=found,
+            near=shown[:NEAR_MAX],
+        )
+
+    async def plan(
+        self, plan: str, text: str, stored: proto.ForgetPlan[MemorySteps] | None
+    ) -> proto.ForgetPlan[MemorySteps]:
+        """The plan for files and index as they are now."""
+
+        def make() -> proto.ForgetPlan[MemorySteps]:
+            with self.files_lock:
+                files = plan_files(self.memory, text, plan)
+            counts = dict(files.counts)
+            rows: list[proto.LineEdit] = []
+            archive = "archive.md" in counts  # its records move: its rows are read again
+            if self.index.is_open:
+                forgetting = self.index.plan_forget(text)
+                rows, archive = forgetting.rows, archive or forgetting.archive
+                if forgetting.held:
+                    counts["index"] = forgetting.held
+            steps = MemorySteps(journal=files.journal, rows=rows, archive=archive)
+            return proto.ForgetPlan(plan=plan, edits=files.edits, counts=counts, steps=steps)
+
+        return await trio.to_thread.run_sync(make)
+
+    async def apply(
+        self,
+        plan: proto.ForgetPlan[MemorySteps],
+        text: str | None,
+        keep: proto.Keep[MemorySteps],
+    ) -> list[str]:
+        """Apply the file edits, append the journal lines, then the index's part."""
+        steps = plan.steps or MemorySteps()
+        conflicts = await trio.to_thread.run_sync(self.apply_files, plan)
+        if self.starting:
+            return conflicts
+        if not self.index.is_open:
+            raise ServiceError(
+                "index-unavailable",
+                f"memoryd's files are done; its index is not open, so forget {plan.plan} "
+                "finishes there once it is (memoryd's next start, or brokerd asking again)",
+                runbook=RUNBOOK,
+            )
+        try:
+            rows, vacuum = await trio.to_thread.run_sync(
+                self.index.apply_forget, steps.rows, steps.archive
+            )
+            self.index.recount()
+            if vacuum:
+                log.info("vacuuming %s once: it was built before secure-delete", self.index.path)
+                await trio.to_thread.run_sync(self.index.vacuum)
+        except IndexDamaged as exc:
+            raise ServiceError("memory-index-damaged", str(exc), runbook=RUNBOOK) from None
+        if not await self.index.truncate_wal():
+            rows.append("index: readers kept its WAL from being truncated")
+        return conflicts + rows
+
+    async def verify(self, plan: proto.ForgetPlan[MemorySteps], text: str | None) -> list[str]:
+        """Where a file is not as planned; given the text, every file and row still holding it."""
+
+        def files() -> list[str]:
+            problems = [p for edit in plan.edits for p in proto.verify_file_edit(self.root, edit)]
+            if text is not None:
+                again = plan_files(self.memory, text, plan.plan)
+                problems += [f"{edit.path}: still holds it" for edit in again.edits]
+            return problems
+
+        problems = await trio.to_thread.run_sync(files)
+        if text is not None and self.index.is_open:
+            problems += await trio.to_thread.run_sync(self.index.verify_forget, text)
+        return problems
+
+    def holdings(
+        self, counts: dict[str, int], plan: proto.ForgetPlan[MemorySteps] | None
+    ) -> list[Holding]:
+        """The plan's counts as the owner reads them."""
+        return holdings_of(counts)
+
+    def ended(self, plan: str) -> None:
+        """Nothing is kept for a plan beyond its file."""
+
+    def apply_files(self, plan: proto.ForgetPlan[MemorySteps]) -> list[str]:
+        """Apply a plan's file edits and journal lines, idempotently; blocking.
+
+        At start too, before `reconcile` and any socket: a forget's own journal lines
+        first, so no hand change is found where the forget removed entries.
+        """
+        steps = plan.steps or MemorySteps()
+        with self.files_lock:
+            conflicts = _apply_edits(self.root, plan.edits)
+            append_journal_lines(self.memory, steps.journal)
+        return conflicts
 
 
-def remove_steps(directory: Path, plan: str) -> None:
-    """Delete a plan's steps (after the plan), if present."""
-    _steps_path(directory, plan).unlink(missing_ok=True)
-
-
-def stale_plans(directory: Path, now_s: float | None = None) -> Iterator[str]:
-    """The ids of uncommitted plans older than an hour (forgets never decided)."""
-    now = time.time() if now_s is None else now_s
-    for path in proto.plan_paths(directory):
-        plan = proto.read_plan(directory, path.stem)
-        if (
-            plan is not None
-            and not plan.committed
-            and now - path.stat().st_mtime > UNDECIDED_AFTER_S
-        ):
-            yield plan.plan
+def _apply_edits(root: Path, edits: list[proto.FileEdit]) -> list[str]:
+    conflicts: list[str] = []
+    for edit in edits:
+        try:
+            conflicts += proto.apply_file_edit(root, edit).conflicts
+        except ValueError as exc:
+            conflicts.append(str(exc))
+    return conflicts
 
 
 # -- what holds it --------------------------------------------------------------------
 
 
-def _redact_fields(value: Any, fields: tuple[str, ...], needle: str) -> bool:
-    """Redact `fields` of a decoded JSON object in place; whether any held `needle`."""
-    changed = False
-    for key in fields:
-        if key in value and proto.holds_value(value[key], needle):
-            value[key] = proto.redact_value(value[key], needle)
-            changed = True
-    return changed
-
-
 def redact_journal_line(line: bytes, needle: str, plan: str) -> bytes | None:
-    """A journal line with its text fields redacted and marked forgotten; None if untouched.
+    """A journal line with its text redacted and marked forgotten; None if untouched.
 
-    A line that is not a JSON object (torn, damaged) is redacted as text, so damage never
-    hides a copy.
+    A line that is not a journal record (torn, damaged) is redacted as text, unmarked.
     """
-    try:
-        value = msgspec.json.decode(line)
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        value = None
-    if not isinstance(value, dict):
-        return proto.redact_line(line, needle)
-    changed = _redact_fields(value, _JOURNAL_TEXT, needle)
-    decided = value.get("decided")
-    if isinstance(decided, dict):
-        changed = _redact_fields(decided, _DECIDED_TEXT, needle) or changed
-    if not changed:
+    redacted = proto.redact_line(line, needle, proto.JOURNAL_KINDS)
+    if redacted is None:
         return None
+    try:
+        value = msgspec.json.decode(redacted)
+    except msgspec.DecodeError:
+        return redacted
+    if not isinstance(value, dict):
+        return redacted
     value["forgotten"] = plan
     return _encoder.encode(value)
 
 
-def redact_recall_line(line: bytes, needle: str) -> bytes | None:
-    """A recall-log line with its query redacted; None if it does not hold `needle` there."""
-    try:
-        value = msgspec.json.decode(line)
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        value = None
-    if not isinstance(value, dict):
-        return proto.redact_line(line, needle)
-    return _encoder.encode(value) if _redact_fields(value, _RECALL_TEXT, needle) else None
-
-
-def _lines_edit(root: Path, path: Path, redact: Any) -> LinesEdit | None:
+def _lines_edit(root: Path, path: Path, redact: object) -> LinesEdit | None:
+    assert callable(redact)
     lines = path.read_bytes().split(b"\n")
     steps = []
     for number, line in enumerate(lines):
         new = redact(line)
         if new is not None and new != line:
-            steps.append(
-                proto.LineEdit(line=number, old=hashlib.sha256(line).hexdigest(), new=new.decode())
-            )
+            old = hashlib.sha256(line).hexdigest()
+            steps.append(proto.LineEdit(line=number, old=old, new=new.decode()))
     if not steps:
         return None
     return LinesEdit(path=path.relative_to(root).as_posix(), lines=steps)
@@ -201,8 +298,7 @@ def holding_entries(memory: MemoryDir, needle: str) -> list[proto.ForgetEntry]:
             for entry in _entries_of(memory, name)
             if proto.holds(entry, needle)
         ]
-    text = _read_text(memory.path("archive.md"))
-    archived, _ = entries.parse_archive(text)
+    archived, _ = entries.parse_archive(_read_text(memory.path("archive.md")))
     found += [
         proto.ForgetEntry(file="archive", entry=a.text)
         for a in archived
@@ -244,12 +340,10 @@ def _archive_without(text: str, needle: str) -> str:
             chunks.append([line])
         else:
             chunks[-1].append(line)
-    kept: list[str] = []
     preamble, *records = chunks
-    kept += [proto.redact(line, needle) for line in preamble]
+    kept = [proto.redact(line, needle) for line in preamble]
     for record in records:
-        entry = "\n".join(record[1:])
-        if not proto.holds(entry, needle):
+        if not proto.holds("\n".join(record[1:]), needle):
             kept += record
     return "\n".join(kept)
 
@@ -268,12 +362,11 @@ def plan_files(memory: MemoryDir, needle: str, plan: str) -> FilesPlan:
     edits: list[LinesEdit | WholeEdit] = []
     journal: list[str] = []
     counts: dict[str, int] = {}
-    now = proto.utc_now()
+    now = proto.utc_stamp()
     for file in _FILES:
         name = entries.file_name(file)
-        path = memory.path(name)
         try:
-            data = path.read_bytes()
+            data = memory.path(name).read_bytes()
         except FileNotFoundError:
             continue
         text = data.decode("utf-8", errors="replace")
@@ -291,7 +384,7 @@ def plan_files(memory: MemoryDir, needle: str, plan: str) -> FilesPlan:
         edits.append(proto.whole_edit(name, data, entries.render(kept).encode()))
         counts[name] = len(current) - len(kept)
         line = HandChange(
-            time=proto.utc_stamp(now),
+            time=now,
             file=name,
             before=[proto.redact(e, needle) for e in current],
             after=list(kept),
@@ -299,10 +392,7 @@ def plan_files(memory: MemoryDir, needle: str, plan: str) -> FilesPlan:
         )
         journal.append(_encoder.encode(line).decode())
     archive = memory.path("archive.md")
-    try:
-        data = archive.read_bytes()
-    except FileNotFoundError:
-        data = b""
+    data = archive.read_bytes() if archive.exists() else b""
     text = data.decode("utf-8", errors="replace")
     if proto.holds(text, needle):
         before, _ = entries.parse_archive(text)
@@ -311,7 +401,7 @@ def plan_files(memory: MemoryDir, needle: str, plan: str) -> FilesPlan:
         counts["archive.md"] = len(before) - len(entries.parse_archive(after)[0])
     for store, directory, redact in (
         ("journal", memory.edits, lambda line: redact_journal_line(line, needle, plan)),
-        ("recall log", memory.recalls, lambda line: redact_recall_line(line, needle)),
+        ("recall log", memory.recalls, lambda line: proto.redact_line(line, needle, _RECALLS)),
     ):
         for path in sorted(directory.glob("*.jsonl")) if directory.is_dir() else []:
             edit = _lines_edit(root, path, redact)
@@ -321,18 +411,7 @@ def plan_files(memory: MemoryDir, needle: str, plan: str) -> FilesPlan:
     return FilesPlan(edits=edits, journal=journal, counts=counts)
 
 
-def apply_plan_files(memory: MemoryDir, plan: ForgetPlan, steps: ForgetSteps) -> list[str]:
-    """Apply a plan's file edits and append its journal lines, idempotently; the conflicts."""
-    conflicts: list[str] = []
-    for edit in plan.edits:
-        try:
-            outcome = proto.apply_edit(memory.root, edit)
-        except ValueError as exc:
-            conflicts.append(str(exc))
-            continue
-        conflicts += outcome.conflicts
-    append_journal_lines(memory, steps.journal)
-    return conflicts
+_RECALLS = (proto.RecallRecord,)
 
 
 def append_journal_lines(memory: MemoryDir, lines: list[str]) -> None:
@@ -350,31 +429,3 @@ def append_journal_lines(memory: MemoryDir, lines: list[str]) -> None:
     for raw in lines:
         if raw.encode() not in there:
             memory.append_journal(raw, proto.utc_now())
-
-
-def raw_holders(paths: list[Path], needle: str) -> list[str]:
-    """The files among `paths` whose bytes hold `needle` as given or lowered (utf-8)."""
-    import mmap
-
-    wanted = {needle.encode(), needle.lower().encode()}
-    found: list[str] = []
-    for path in paths:
-        try:
-            with path.open("rb") as f:
-                if path.stat().st_size == 0:
-                    continue
-                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    if any(data.find(w) >= 0 for w in wanted):
-                        found.append(str(path))
-        except FileNotFoundError:
-            continue
-    return found
-
-
-def memory_files(memory: MemoryDir) -> list[Path]:
-    """Every file memoryd writes under memory/ that may hold a text (and the plan dir)."""
-    paths = [memory.path(name) for name in ("memory.md", "user.md", "archive.md")]
-    for directory in (memory.edits, memory.recalls, memory.root / PLAN_DIR):
-        if directory.is_dir():
-            paths += sorted(p for p in directory.iterdir() if p.is_file())
-    return paths

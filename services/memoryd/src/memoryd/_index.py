@@ -37,7 +37,6 @@ import trio
 import proto
 
 from ._clean import BoundsMark, CleanStop, LogMark, VocabularyMark, mark_of, save, take, wal_of
-from ._forget import raw_holders
 from ._logs import (
     ARCHIVE_LOG,
     Cursor,
@@ -45,6 +44,7 @@ from ._logs import (
     archive_rows,
     count_records,
     list_logs,
+    redact_row,
     session_logs,
 )
 from ._store import (
@@ -56,6 +56,7 @@ from ._store import (
     build,
     connect,
     holding_rows,
+    raw_holders,
     remove_file,
     roll_back,
     session_rows,
@@ -116,12 +117,12 @@ class Rebuilt:
 class Forgetting:
     """The index's part of a forget, worked out with the text: no text in it.
 
-    `rows`: `(rowid, hash of the text now, the text redacted)` of each session row holding
-    it; `archive`: whether archive rows hold it (they are read again from archive.md,
-    whose records holding it the forget removes).
+    `rows`: each session row holding it (`line` its rowid, `old` the hash of its text now,
+    `new` the text redacted); `archive`: whether archive rows hold it (they are read
+    again from archive.md, whose records holding it the forget removes).
     """
 
-    rows: list[tuple[int, str, str]]
+    rows: list[proto.LineEdit]
     archive: bool
     held: int = 0
     """How many rows held it (session and archive rows), for the counts."""
@@ -697,22 +698,28 @@ class Index:
         return len(held), near
 
     def holding(self, needle: str) -> list[tuple[int, str, str, str]]:
-        """Every row holding `needle` (blocking; under `forgetting`)."""
+        """Every row holding `needle`: rowid, text, kind, role (blocking; under `forgetting`).
+
+        A row holds it when taking it out would change the row (`redact_row`): the rule
+        of the forget that writes it, and of the check after.
+        """
         try:
-            return holding_rows(self._writing().conn, needle)
+            found = holding_rows(self._writing().conn, needle)
         except sqlean.Error as exc:
             raise IndexDamaged(f"cannot read {self.path}: {exc}") from exc
+        return [row for row in found if redact_row(row[1], row[3], needle) != row[1]]
 
     def plan_forget(self, needle: str) -> Forgetting:
         """The index's part of forgetting `needle` (blocking; under `forgetting`)."""
-        rows: list[tuple[int, str, str]] = []
+        rows: list[proto.LineEdit] = []
         archive = False
         held = self.holding(needle)
         for rowid, text, kind, role in held:
             if kind == "archive":
                 archive = True
                 continue
-            rows.append((rowid, _hash(text), redact_row(text, role, needle)))
+            new = redact_row(text, role, needle)
+            rows.append(proto.LineEdit(line=rowid, old=_hash(text), new=new))
         return Forgetting(rows=rows, archive=archive, held=len(held))
 
     def near(self, needle: str) -> list[str]:
@@ -734,7 +741,7 @@ class Index:
             return []
         return [str(text) for (text,) in found if proto.is_near(str(text), needle)]
 
-    def apply_forget(self, forgetting: Forgetting) -> tuple[list[str], bool]:
+    def apply_forget(self, rows: list[proto.LineEdit], archive: bool) -> tuple[list[str], bool]:
         """Put the rows back redacted and read archive rows again (blocking; under `forgetting`).
 
         Sets FTS5's `secure-delete` first where the index was built before it. Every
@@ -751,12 +758,12 @@ class Index:
                 set_secure_fts(writer.conn)
                 writer.conn.execute("COMMIT")
             with self.vocabulary.removing():
-                _, _, conflicts = writer.put_back(forgetting.rows)
-                if forgetting.archive:
-                    rows, count = archive_rows(
+                _, _, conflicts = writer.put_back([(r.line, r.old, r.new) for r in rows])
+                if archive:
+                    found, count = archive_rows(
                         self.sources.archive, max_class=self.sources.max_class
                     )
-                    writer.replace_archive(rows, count)
+                    writer.replace_archive(found, count)
         except sqlean.Error as exc:
             raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
         finally:
@@ -809,25 +816,13 @@ class Index:
         return bool(row[0])
 
     def verify_forget(self, needle: str) -> list[str]:
-        """Where the index still holds `needle`: a row MATCH finds, or the file's bytes."""
-        conflicts: list[str] = []
-        needle_words = proto.words(needle)
-        if needle_words:
-            query = " ".join(f'"{word}"' for word in needle_words)
-            try:
-                found = self._writing().conn.execute(
-                    "SELECT rowid, text FROM hits WHERE hits MATCH ?", (query,)
-                )
-                conflicts += [
-                    f"index row {rowid}: still holds it"
-                    for rowid, text in found
-                    if proto.holds(str(text), needle)
-                ]
-            except sqlean.Error as exc:
-                conflicts.append(f"index: cannot be searched: {exc}")
+        """Where the index still holds `needle`: a row (`holding`), or the file's bytes."""
+        try:
+            found = [f"index row {rowid}: still holds it" for rowid, *_ in self.holding(needle)]
+        except IndexDamaged as exc:
+            found = [f"index: cannot be read: {exc}"]
         files = [self.path, Path(f"{self.path}-wal")]
-        conflicts += [f"{name}: its bytes still hold it" for name in raw_holders(files, needle)]
-        return conflicts
+        return found + [f"{name}: its bytes still hold it" for name in raw_holders(files, needle)]
 
 
 def _check_whole(conn: Connection) -> None:
@@ -836,16 +831,3 @@ def _check_whole(conn: Connection) -> None:
 
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def redact_row(text: str, role: str, needle: str) -> str:
-    """A row's text with `needle` taken out, as reading the redacted log would give it.
-
-    A tool call's row is `name arguments`; loopd redacts the arguments as JSON (decoded,
-    redacted, encoded again), so its row is redacted the same way.
-    """
-    if role == "tool_call":
-        name, space, arguments = text.partition(" ")
-        if space:
-            return f"{proto.redact(name, needle)} {proto.redact_value(arguments, needle)}"
-    return proto.redact(text, needle)

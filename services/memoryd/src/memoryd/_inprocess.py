@@ -39,11 +39,11 @@ async def on_home(
     role = Memoryd(settings)
     role.memory.ensure(settings.soul_starter)
     ensure_private_dir(settings.index_dir)
-    role.forgets.recover_files()
+    role.recover_files()
     reconcile(role.memory)
     shutdown = trio.Event()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(role.index.run, shutdown, role.forgets.recover)
+        nursery.start_soon(role.index.run, shutdown, role.recover)
         await role.index.caught_up.wait()
         try:
             yield role

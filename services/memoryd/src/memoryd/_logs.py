@@ -46,6 +46,7 @@ __all__ = [
     "count_records",
     "list_logs",
     "read_log",
+    "redact_row",
     "session_logs",
 ]
 
@@ -238,6 +239,19 @@ def _add_rows(
         rows.append(row(parsed.content, "assistant"))
     for call in parsed.tool_calls:
         rows.append(row(f"{call.name} {call.arguments}", "tool_call"))
+
+
+def redact_row(text: str, role: str, needle: str) -> str:
+    """A row's text with `needle` out of it, as the row of the redacted record would read.
+
+    loopd redacts a message as text and a tool call's arguments as JSON (`redact_text`);
+    a tool call's row is `name arguments`.
+    """
+    if role == "tool_call":
+        name, space, arguments = text.partition(" ")
+        if space:
+            return f"{proto.redact(name, needle)} {proto.redact_text(arguments, needle)}"
+    return proto.redact_text(text, needle)
 
 
 def archive_rows(path: Path, *, max_class: Class) -> tuple[list[Row], int]:

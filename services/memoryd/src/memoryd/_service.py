@@ -18,6 +18,7 @@ from proto import (
     ForgetApply,
     ForgetLook,
     ForgetPrepare,
+    ForgetStore,
     MemoryBlock,
     MemoryBlockReply,
     MemoryFind,
@@ -40,7 +41,7 @@ from ._block import memory_block
 from ._config import Settings
 from ._edits import EditApplier, read_history
 from ._files import MemoryDir, MemoryUnavailable, ensure_private_dir
-from ._forgets import Forgets
+from ._forget import MemoryForget, MemorySteps
 from ._history import JournalTable
 from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable, Search
 from ._owner import find, plan_undo
@@ -77,7 +78,42 @@ class Memoryd:
                 max_class=settings.max_class,
             ),
         )
-        self.forgets = Forgets(self.memory, self.edits, self.index)
+        self.forget = MemoryForget(self.memory, self.edits, self.index)
+        store: ForgetStore[MemorySteps] = self.forget
+        self.forget_part = proto.ForgetPart(store)
+
+    def recover_files(self) -> int:
+        """At start, before any socket and `reconcile`: the files of every committed plan.
+
+        Blocking. Returns how many; their index part follows (`recover`), before the
+        index serves.
+        """
+        files = self.forget_part.files
+        done = 0
+        for plan in files.plans.ids():
+            try:
+                found = files.plans.read(plan)
+            except ValueError as exc:
+                log.error("forget plan %s is damaged, left as it is: %s", plan, exc)
+                continue
+            if found is None or found.stage != "committed" or files.ended(plan) is not None:
+                continue
+            for conflict in self.forget.apply_files(found):
+                log.warning("forget %s at start: %s", plan, conflict)
+            done += 1
+        return done
+
+    async def recover(self, opened: bool) -> None:
+        """Before the index serves: finish every committed plan, files and index.
+
+        `opened`: the index file was opened; False when it was built anew (from files
+        the forget has redacted already), when their rows' part has nothing left to do.
+        """
+        self.forget.starting = not opened
+        try:
+            await self.forget_part.recover()
+        finally:
+            self.forget.starting = None
 
     async def start(self, work: trio.Nursery, shutdown: trio.Event) -> str:
         """Serve the three sockets in `work` until `shutdown`; return a status line.
@@ -87,7 +123,7 @@ class Memoryd:
         """
         s = self.settings
         ensure_private_dir(s.index_dir)
-        work.start_soon(self.index.run, shutdown, self.forgets.recover)
+        work.start_soon(self.index.run, shutdown, self.recover)
         serve = partial(proto.serve_unix, shutdown=shutdown, read_timeout_s=s.read_timeout_s)
         for spec, path, handler, peers in (
             (proto.LOOP_MEMORY, s.loop_socket, self.handle_loop, s.loop_peers),
@@ -142,16 +178,8 @@ class Memoryd:
         match request:
             case ToolRequest():
                 return await self.tool(request)
-            case ForgetLook():
-                return await self.forgets.look(_needle(request.text))
-            case ForgetPrepare():
-                return await self.forgets.prepare(request.plan, _needle(request.text))
-            case ForgetApply():
-                text = None if request.text is None else _needle(request.text)
-                return await self.forgets.apply(request.plan, text)
-            case ForgetAbort():
-                await self.forgets.abort(request.plan)
-                return Ok()
+            case ForgetLook() | ForgetPrepare() | ForgetApply() | ForgetAbort():
+                return await self.forget_part.handle(request)
             case _:
                 assert_never(request)
 
@@ -236,7 +264,7 @@ class Memoryd:
             )
 
     def _log_recall(self, record: proto.RecallRecord, now: datetime) -> None:
-        with self.forgets.files_lock:  # a forget rewriting the log would lose the line
+        with self.forget.files_lock:  # a forget rewriting the log would lose the line
             self.memory.recalls.mkdir(mode=0o700, exist_ok=True)
             proto.append_line(proto.month_file(self.memory.recalls, now), _encoder.encode(record))
 
@@ -281,11 +309,3 @@ class Memoryd:
             await self.index.archive_changed()
         except (IndexDamaged, OSError) as exc:
             log.error("archive.md changed but could not be indexed: %s (runbook: %s)", exc, RUNBOOK)
-
-
-def _needle(text: str) -> str:
-    """The text to forget as given, or the refusal that says why it cannot be."""
-    problem = proto.forget_problem(text)
-    if problem is not None:
-        raise ServiceError("bad-arguments", problem)
-    return text.strip()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import mmap
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -51,6 +52,7 @@ __all__ = [
     "connect",
     "holding_rows",
     "private",
+    "raw_holders",
     "remove_file",
     "roll_back",
     "set_secure_fts",
@@ -270,22 +272,21 @@ class Writer:
 
 
 def holding_rows(conn: Connection, needle: str) -> list[tuple[int, str, str, str]]:
-    """Every row whose text holds `needle` (any case): rowid, text, kind and role.
+    """Every row that may hold `needle`: rowid, text, kind and role; `redact_row` tells.
 
-    A scan of the stored text with a Python function (`proto.holds`'s rule), not a
-    MATCH: a text is not a sequence of FTS5 tokens (a part of a word, punctuation).
+    A scan of the stored text with a Python function (`proto.holds`), not a MATCH: a
+    text is not a sequence of FTS5 tokens (a part of a word, punctuation, an invisible
+    character). A row with an escape may hold it in JSON: its text, or a tool call's
+    arguments (`name arguments`), decoded.
     """
-    folded = needle.lower()
 
     def holds(text: object) -> bool:
         if not isinstance(text, str):
             return False
-        if folded in text.lower():
-            return True
-        if "\\" not in text:
-            return False  # nothing escaped: nothing more to decode
-        # A tool call's row, `name arguments`: its arguments are JSON, judged decoded.
-        return proto.holds_value(text.partition(" ")[2], needle)
+        return proto.holds(text, needle) or (
+            "\\" in text
+            and (proto.holds_text(text, needle) or proto.holds_text(text.partition(" ")[2], needle))
+        )
 
     found = texts_where(conn, holds)
     if not found:
@@ -302,6 +303,28 @@ def holding_rows(conn: Connection, needle: str) -> list[tuple[int, str, str, str
     return [
         (int(rowid), str(text), *sources.get(int(rowid), ("session", ""))) for rowid, text in found
     ]
+
+
+def raw_holders(paths: list[Path], needle: str) -> list[str]:
+    """The files among `paths` whose bytes hold `needle`, as given or folded (utf-8).
+
+    The after-check of files that are not text (the index and its WAL): what `holds`
+    finds in their rows is checked row by row; this looks for what no row shows (a
+    page freed but not cleared).
+    """
+    wanted = {needle.encode(), proto.fold(needle).encode()}
+    found: list[str] = []
+    for path in paths:
+        try:
+            with path.open("rb") as f:
+                if path.stat().st_size == 0:
+                    continue
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                    if any(data.find(w) >= 0 for w in wanted):
+                        found.append(str(path))
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def roll_back(conn: Connection) -> None:

@@ -12,6 +12,7 @@ import functools
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -180,14 +181,18 @@ def ask(
     expect: type[M],
     *,
     deadline_s: float = CALL_DEADLINE_S,
+    on_progress: Callable[[proto.Message], None] | None = None,
 ) -> M:
     """One request to a role, every failure a `CommandError` sentence.
 
     bxctl's one client: blocking (no trio), so the one-request commands start without
-    trio; under trio (the chat, `up`) a command runs it in a worker thread.
+    trio; under trio (the chat, `up`) a command runs it in a worker thread. A long
+    request's progress frames go to `on_progress`, each restarting the deadline.
     """
     try:
-        return proto.call_blocking(path, request, expect, deadline_s=deadline_s)
+        return proto.call_blocking(
+            path, request, expect, deadline_s=deadline_s, on_progress=on_progress
+        )
     except proto.CallFailed as exc:
         raise CommandError(failure_sentence(spec.server, path, exc)) from None
 

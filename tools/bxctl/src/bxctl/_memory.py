@@ -119,7 +119,10 @@ def drive(home: Path, steps: entries.Steps[T], own: OwnFiles | None = None) -> T
                 step = steps.send(own.answer(step.request))
                 continue
             spec = _SOCKETS[step.role]
-            reply = ask(sockets.path(spec), spec, step.request, proto.Message)
+            with _Status() as status:
+                reply = ask(
+                    sockets.path(spec), spec, step.request, proto.Message, on_progress=status
+                )
             try:
                 step = steps.send(reply)
             except proto.CallFailed as exc:  # a reply of another kind than asked
@@ -127,6 +130,39 @@ def drive(home: Path, steps: entries.Steps[T], own: OwnFiles | None = None) -> T
     except StopIteration as done:
         result: T = done.value
         return result
+
+
+class _Status:
+    """A long request's progress (a forget waiting for a role) on standard error.
+
+    On a terminal, one line written over as it changes and cleared at the end; elsewhere,
+    a line each time what is waited for changes.
+    """
+
+    def __init__(self) -> None:
+        self.live = sys.stderr.isatty()
+        self.shown = ""
+        self.said = ""
+
+    def __enter__(self) -> _Status:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.live and self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+    def __call__(self, frame: proto.Message) -> None:
+        if not isinstance(frame, proto.ForgetProgress):
+            return
+        text = entries.describe_progress(frame)
+        if self.live:
+            sys.stderr.write("\r\x1b[K" + text)
+            self.shown = text
+        elif (said := f"{frame.step} {frame.working} {frame.gone}") != self.said:
+            sys.stderr.write(text + "\n")
+            self.said = said
+        sys.stderr.flush()
 
 
 def run_owner_command(

@@ -1,0 +1,358 @@
+"""One store's part of a forget, written once: memoryd, loopd and brokerd's audit drive it.
+
+brokerd coordinates a forget as a two-phase commit (prepare everywhere, then decide) and
+never keeps the text. Each part answers four requests on its own store, and `decide`, a
+pure function, says what each request does to the part's plan, by the plan's state on
+disk and nothing else (never its age, never a clock):
+
+| request      | none        | prepared     | committed    | ended: applied | ended: aborted |
+|--------------|-------------|--------------|--------------|----------------|----------------|
+| prepare(t)   | plan        | plan again   | as it is     | refused        | refused        |
+| apply(t)     | plan, apply | replan, apply| replan, apply| as it ended    | refused        |
+| apply()      | **refused** | apply        | apply        | as it ended    | refused        |
+| abort        | end aborted | end aborted  | refused      | refused        | as it ended    |
+
+"apply" is: apply, verify, then end (a line in `ended.jsonl`, the plan file removed).
+So a prepared plan waits for brokerd's word however long that takes; only brokerd's abort
+ends it, and an abort that comes before its prepare still bars that prepare. A part that
+finished says so again when asked again, and one asked to finish a plan it never heard
+of (its plan lost) says that, never "done". At start (`recover`) a part finishes its
+committed plans, without the text, before it serves anything that could read them.
+
+`ForgetPart` is the driver: it reads the state, runs `decide`'s steps through the role's
+`ForgetStore` (which knows its own files: plan, apply, verify), and answers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Literal, Protocol, TypeVar, assert_never
+
+import msgspec
+import trio
+
+from ._connection import ServiceError
+from ._forget import forget_problem
+from ._forget_plan import Ended, ForgetFiles, ForgetPlan, Stage, is_plan_id
+from ._messages import (
+    ForgetAbort,
+    ForgetApplied,
+    ForgetApply,
+    ForgetLook,
+    ForgetLooked,
+    ForgetPrepare,
+    ForgetPrepared,
+    Holding,
+    Message,
+    Ok,
+)
+
+__all__ = [
+    "PLAN_DIR",
+    "Answer",
+    "ApplyPlan",
+    "Commit",
+    "EndPlan",
+    "ForgetPart",
+    "ForgetStore",
+    "Keep",
+    "MakePlan",
+    "PartState",
+    "Refuse",
+    "Step",
+    "decide",
+    "forget_text",
+]
+
+log = logging.getLogger("proto.forget")
+
+PLAN_DIR = ".forget"
+"""Each part's directory of plans, inside the store it owns."""
+
+S = TypeVar("S")
+
+
+def forget_text(text: str) -> str:
+    """The text to forget, stripped; every role's one check of it.
+
+    Raises:
+        ServiceError: `bad-forget`, with the sentence that says why it cannot be.
+    """
+    problem = forget_problem(text)
+    if problem is not None:
+        raise ServiceError("bad-forget", problem, runbook="forget")
+    return text.strip()
+
+
+# -- the decision ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MakePlan:
+    """Plan from the text and the files as they are now; write the plan at `stage`."""
+
+    stage: Stage
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Write the stored plan committed: the forget is decided."""
+
+
+@dataclass(frozen=True)
+class ApplyPlan:
+    """Apply the plan (with the text when the request has it), then verify it."""
+
+
+@dataclass(frozen=True)
+class EndPlan:
+    """Record how the plan ended here, then remove its file."""
+
+    end: Literal["applied", "aborted"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Answer the request (with what the plan, or its end, says)."""
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Answer with an error; change nothing."""
+
+    code: str
+    message: str
+
+
+Step = MakePlan | Commit | ApplyPlan | EndPlan | Answer | Refuse
+PartState = ForgetPlan[Any] | Ended | None
+"""What a part has of a plan: the plan (prepared or committed), how it ended, or nothing."""
+
+PartRequest = ForgetPrepare | ForgetApply | ForgetAbort
+
+
+def decide(request: PartRequest, state: PartState, *, part: str) -> tuple[Step, ...]:
+    """What `request` does, given the part's `state` of its plan (the table above)."""
+    plan = request.plan
+    aborted = Refuse(
+        "forget-aborted", f"forget {plan} was aborted in {part}; it cannot go on there"
+    )
+    match request, state:
+        case ForgetPrepare(), None | ForgetPlan(stage="prepared"):
+            return (MakePlan("prepared"), Answer())
+        case ForgetPrepare(), ForgetPlan(stage="committed"):
+            return (Answer(),)
+        case ForgetPrepare(), Ended(end="applied"):
+            return (Refuse("forget-ended", f"forget {plan} has ended in {part} already"),)
+        case (ForgetPrepare() | ForgetApply(), Ended(end="aborted")):
+            return (aborted,)
+        case ForgetApply(text=str()), None | ForgetPlan():
+            return (MakePlan("committed"), ApplyPlan(), EndPlan("applied"), Answer())
+        case ForgetApply(text=None), ForgetPlan(stage="prepared"):
+            return (Commit(), ApplyPlan(), EndPlan("applied"), Answer())
+        case ForgetApply(text=None), ForgetPlan(stage="committed"):
+            return (ApplyPlan(), EndPlan("applied"), Answer())
+        case ForgetApply(text=None), None:
+            return (
+                Refuse(
+                    "forget-unknown",
+                    f"{part} has no plan for forget {plan}: it never prepared it, or its plan "
+                    "was lost; what it holds of the text stays until you forget the text again",
+                ),
+            )
+        case ForgetApply(), Ended(end="applied"):
+            return (Answer(),)
+        case ForgetAbort(), None | ForgetPlan(stage="prepared"):
+            return (EndPlan("aborted"), Answer())
+        case ForgetAbort(), ForgetPlan(stage="committed") | Ended(end="applied"):
+            return (
+                Refuse("forget-decided", f"forget {plan} is decided in {part}: it only finishes"),
+            )
+        case ForgetAbort(), Ended(end="aborted"):
+            return (Answer(),)
+    raise AssertionError(f"no step for {request!r} in {state!r}")  # pragma: no cover
+
+
+# -- the store -------------------------------------------------------------------------
+
+Keep = Callable[[ForgetPlan[S]], Awaitable[None]]
+"""Write a plan the store refined while applying it (before it changes what it adds)."""
+
+
+class ForgetStore(Protocol[S]):
+    """A role's stores as one part of a forget: what it holds, and how it is taken out.
+
+    Every method may raise `ServiceError` (a refusal for brokerd: the plan stays as it
+    is) or `OSError` (a file that cannot be read or written: the same).
+    """
+
+    name: str
+    """The part's name (`memoryd`, `loopd`, `brokerd`): in answers and refusals."""
+    steps: type[S]
+    """The type of the plan's `steps` (`NoSteps` for a store of file edits alone)."""
+    root: Path
+    """What the plan's file paths are relative to; its `.forget/` holds the plans."""
+
+    def held(self) -> AbstractAsyncContextManager[None]:
+        """Hold the store for one request: nothing else writes what the plan covers."""
+        ...
+
+    async def look(self, text: str) -> ForgetLooked:
+        """What of the store holds `text`: writes nothing."""
+        ...
+
+    async def plan(self, plan: str, text: str, stored: ForgetPlan[S] | None) -> ForgetPlan[S]:
+        """The plan that takes `text` out of the store as it is now (`stored`: the last one)."""
+        ...
+
+    async def apply(self, plan: ForgetPlan[S], text: str | None, keep: Keep[S]) -> list[str]:
+        """Apply a committed plan, idempotently; the conflicts (places left as they were)."""
+        ...
+
+    async def verify(self, plan: ForgetPlan[S], text: str | None) -> list[str]:
+        """Where the store is not as the plan says, or (given `text`) still holds it."""
+        ...
+
+    def holdings(self, counts: dict[str, int], plan: ForgetPlan[S] | None) -> list[Holding]:
+        """A plan's counts as the owner reads them (`plan`, where it is still at hand)."""
+        ...
+
+    def ended(self, plan: str) -> None:
+        """The plan ended here (applied or aborted): let go of what was kept for it."""
+        ...
+
+
+class ForgetPart(Generic[S]):
+    """A role's part of every forget: the four requests, and the recovery at start."""
+
+    def __init__(self, store: ForgetStore[S]) -> None:
+        self.store = store
+        self.files = ForgetFiles(store.root / PLAN_DIR, store.steps)
+        self._lock = trio.Lock()
+
+    async def handle(self, request: ForgetLook | PartRequest) -> Message:
+        """Answer one of brokerd's forget requests.
+
+        Raises:
+            ServiceError: refused (the table), a bad text or id, or a store that failed.
+        """
+        if isinstance(request, ForgetLook):
+            return await self.store.look(forget_text(request.text))
+        if not is_plan_id(request.plan):
+            raise ServiceError("bad-forget", f"not a forget id: {request.plan!r}")
+        text = None
+        if isinstance(request, ForgetPrepare | ForgetApply) and request.text is not None:
+            text = forget_text(request.text)
+        async with self._lock, self.store.held():
+            state = await self._state(request.plan)
+            try:
+                return await self._run(request, state, text)
+            except OSError as exc:
+                log.warning("forget %s in %s: %s", request.plan, self.store.name, exc)
+                raise ServiceError(
+                    "forget-failed",
+                    f"{self.store.name} could not do its part: {exc.strerror or exc}; "
+                    f"forget {request.plan} stays as it was there",
+                    runbook="forget",
+                ) from None
+
+    async def recover(self) -> list[str]:
+        """Finish every committed plan, without the text; the ids finished. At start.
+
+        A prepared plan is left for brokerd's word. A plan that failed is logged and left:
+        brokerd asks again.
+        """
+        finished: list[str] = []
+        async with self._lock, self.store.held():
+            for plan in await trio.to_thread.run_sync(self.files.plans.ids):
+                state = await self._state(plan)
+                if not isinstance(state, ForgetPlan) or state.stage != "committed":
+                    if isinstance(state, ForgetPlan):
+                        log.info("forget %s waits in %s for brokerd's word", plan, self.store.name)
+                    continue
+                try:
+                    await self._run(ForgetApply(plan=plan), state, None)
+                except (ServiceError, OSError) as exc:
+                    log.warning("forget %s could not finish in %s: %s", plan, self.store.name, exc)
+                    continue
+                log.info("finished forget %s in %s at start", plan, self.store.name)
+                finished.append(plan)
+        return finished
+
+    async def _state(self, plan: str) -> PartState:
+        def read() -> PartState:
+            ended = self.files.ended(plan)
+            if ended is not None:
+                self.files.plans.remove(plan)  # a crash between the end and the removal
+                return ended
+            return self.files.plans.read(plan)
+
+        try:
+            return await trio.to_thread.run_sync(read)
+        except ValueError as exc:  # a damaged plan: left for the owner to look at
+            raise ServiceError("forget-damaged", str(exc), runbook="forget") from None
+
+    async def _run(self, request: PartRequest, state: PartState, text: str | None) -> Message:
+        store, files = self.store, self.files
+        plan = state if isinstance(state, ForgetPlan) else None
+        ended = state if isinstance(state, Ended) else None
+        conflicts: list[str] = []
+
+        async def write(written: ForgetPlan[S]) -> None:
+            await trio.to_thread.run_sync(files.plans.write, written.plan, written)
+
+        for step in decide(request, state, part=store.name):
+            match step:
+                case MakePlan(stage=stage):
+                    assert text is not None
+                    made = await store.plan(request.plan, text, plan)
+                    plan = msgspec.structs.replace(made, stage=stage)
+                    await write(plan)
+                case Commit():
+                    assert plan is not None
+                    plan = msgspec.structs.replace(plan, stage="committed")
+                    await write(plan)
+                case ApplyPlan():
+                    assert plan is not None
+                    conflicts += await store.apply(plan, text, write)
+                    plan = await trio.to_thread.run_sync(files.plans.read, request.plan) or plan
+                    conflicts += await store.verify(plan, text)
+                case EndPlan(end=end):
+                    counts = plan.counts if plan is not None else {}
+                    ended = await trio.to_thread.run_sync(files.end, request.plan, end, counts)
+                    store.ended(request.plan)
+                case Answer():
+                    return self._answer(request, plan, ended, conflicts)
+                case Refuse(code=code, message=message):
+                    raise ServiceError(code, message, runbook="forget")
+                case _:
+                    assert_never(step)
+        raise AssertionError("decide ends with an answer or a refusal")  # pragma: no cover
+
+    def _answer(
+        self,
+        request: PartRequest,
+        plan: ForgetPlan[S] | None,
+        ended: Ended | None,
+        conflicts: list[str],
+    ) -> Message:
+        counts = plan.counts if plan is not None else ended.counts if ended is not None else {}
+        holdings = self.store.holdings(counts, plan)
+        match request:
+            case ForgetPrepare():
+                return ForgetPrepared(plan=request.plan, holdings=holdings)
+            case ForgetApply():
+                for conflict in conflicts:
+                    log.warning("forget %s in %s: %s", request.plan, self.store.name, conflict)
+                again = plan is None  # it had ended before this request
+                return ForgetApplied(
+                    plan=request.plan, holdings=holdings, conflicts=conflicts, again=again
+                )
+            case ForgetAbort():
+                return Ok()
+            case _:
+                assert_never(request)
