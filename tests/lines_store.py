@@ -33,7 +33,6 @@ class LinesStore:
         self.name = name
         self.store = store
         self.crash_after: int | None = None
-        self.ended_plans: list[str] = []
         root.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -72,9 +71,9 @@ class LinesStore:
         for edit in plan.edits:
             if self.crash_after is not None and isinstance(edit, proto.LinesEdit):
                 part = proto.LinesEdit(path=edit.path, lines=edit.lines[: self.crash_after])
-                proto.apply_file_edit(self.root, part)
+                proto.apply_file_edits(self.root, [part])
                 raise Crash(f"{self.name} killed after {self.crash_after} lines")
-            conflicts += proto.apply_file_edit(self.root, edit).conflicts
+            conflicts += proto.apply_file_edits(self.root, [edit])
         await trio.lowlevel.checkpoint()
         return conflicts
 
@@ -88,9 +87,6 @@ class LinesStore:
         self, counts: dict[str, int], plan: proto.ForgetPlan[proto.NoSteps] | None
     ) -> list[proto.Holding]:
         return [proto.Holding(store=self.store, count=counts.get(self.store, 0), unit="lines")]
-
-    def ended(self, plan: str) -> None:
-        self.ended_plans.append(plan)
 
 
 def holding_files(root: Path, text: str) -> list[Path]:

@@ -213,19 +213,21 @@ async def test_a_half_applied_forget_is_finished_by_the_next_start(
     audit = await three_holding(directory)
     part = part_of(audit)
     await part.handle(proto.ForgetPrepare(plan=PLAN, text=SECRET))
-    apply_file_edit = proto.apply_file_edit
+    apply_file_edits = proto.apply_file_edits
     applied: list[str] = []
 
-    def dies_after_one(root: Path, edit: proto.FileEdit) -> proto.FileEditOutcome:
-        if applied:
-            raise KeyboardInterrupt  # killed: nothing after it runs
-        applied.append(edit.path)
-        return apply_file_edit(root, edit)
+    def dies_after_one(root: Path, edits: list[proto.FileEdit]) -> list[str]:
+        for edit in edits:
+            if applied:
+                raise KeyboardInterrupt  # killed: nothing after it runs
+            applied.append(edit.path)
+            apply_file_edits(root, [edit])
+        return []
 
-    monkeypatch.setattr(proto, "apply_file_edit", dies_after_one)
+    monkeypatch.setattr(proto, "apply_file_edits", dies_after_one)
     with trio.fail_after(CAP_S), pytest.raises(KeyboardInterrupt):
         await part.handle(proto.ForgetApply(plan=PLAN))
-    monkeypatch.setattr(proto, "apply_file_edit", apply_file_edit)
+    monkeypatch.setattr(proto, "apply_file_edits", apply_file_edits)
     assert applied == ["2026-11.jsonl"]
     assert files_holding(directory, SECRET) == ["2026-12.jsonl"]
     again = opened(directory)

@@ -324,6 +324,7 @@ async def test_a_part_that_fails_to_prepare_aborts_everyone_and_nothing_changes(
         "nothing was forgotten: loopd could not do it: sessions: no space left on the device; "
         "forget the text again once that is put right"
     )
+    await up.wait_finished(up.memoryd.seen[0].plan)  # type: ignore[attr-defined]
     assert up.memoryd.kinds() == ["forget_prepare", "forget_abort"]
     assert up.loopd.kinds() == ["forget_prepare", "forget_abort"]
     assert up.unchanged()
@@ -495,10 +496,10 @@ async def test_a_role_gone_past_the_bound_before_the_decision_forgets_nothing(
         "then forget the text again"
     )
     assert world.unchanged()
-    assert world.memoryd.kinds() == ["forget_prepare", "forget_abort"]
     await world.loopd.start(nursery)  # back: it is told to abort, and the ledger goes
     plan = world.memoryd.seen[0].plan  # type: ignore[attr-defined]
     await world.wait_finished(plan)
+    assert world.memoryd.kinds() == ["forget_prepare", "forget_abort"]
     assert world.loopd.kinds()[-1] == "forget_abort"
     assert world.leftovers() == []
     with pytest.raises(proto.RemoteError) as late:  # a prepare arriving late is barred

@@ -304,7 +304,7 @@ async def test_a_committed_plan_half_applied_is_finished_at_start(
     plans = loopd.forget_part.files.plans
     edits = plan_sessions(store.root, "zebra-7731")
     plans.write(PLAN, proto.ForgetPlan(plan=PLAN, stage="committed", edits=edits))
-    proto.apply_file_edit(store.root, edits[0])  # killed after the first file
+    proto.apply_file_edits(store.root, edits[:1])  # killed after the first file
     plans.write("fg-preparedlong1", proto.ForgetPlan(plan="fg-preparedlong1"))
     a_day_ago = time.time() - 86400  # prepared a day ago: still brokerd's to decide
     os.utime(plans.path("fg-preparedlong1"), (a_day_ago, a_day_ago))

@@ -24,7 +24,7 @@ import entries
 import proto
 from memoryd import Memoryd, on_home
 from memoryd._edits import read_history, reconcile
-from memoryd._forget import redact_journal_line
+from memoryd._forget import plan_files
 from memoryd._owner import plan_undo
 from proto import (
     AppliedEdit,
@@ -233,17 +233,22 @@ def test_an_unmarked_line_encodes_as_before() -> None:
     assert "forgotten" not in line
 
 
-def test_a_journal_line_keeps_its_ids_and_redacts_its_text() -> None:
-    raw = journal_line(["a SECRET"], ["b"], json.dumps({"text": "secret"}), "c1").encode()
-    new = redact_journal_line(raw, "secret", PLAN)
-    assert new is not None
-    line = msgspec.json.decode(new, type=proto.JournalLine)
+async def test_a_journal_line_keeps_its_ids_and_redacts_its_text(short_dir: Path) -> None:
+    raw = journal_line(["a SECRET"], ["b"], json.dumps({"text": "secret"}), "c1")
+    async with running(short_dir) as role:
+        role.memory.append_journal(raw, datetime(2026, 9, 20, tzinfo=UTC))
+        planned = plan_files(role.memory, "secret", PLAN)
+        assert plan_files(role.memory, "absent", PLAN).edits == []
+    (edit,) = planned.edits
+    assert isinstance(edit, proto.LinesEdit)
+    (step,) = edit.lines
+    line = msgspec.json.decode(step.new, type=proto.JournalLine)
     was = msgspec.json.decode(raw, type=proto.JournalLine)
     assert proto.edit_id(line) == proto.edit_id(was)
     assert isinstance(line, AppliedEdit)
     assert line.before == ["a [forgotten]"]
+    assert line.arguments == '{"text":"[forgotten]"}'
     assert line.forgotten == PLAN
-    assert redact_journal_line(raw, "absent", PLAN) is None
 
 
 async def test_a_kill_half_way_is_finished_at_the_next_start(short_dir: Path) -> None:
@@ -259,7 +264,7 @@ async def test_a_kill_half_way_is_finished_at_the_next_start(short_dir: Path) ->
         committed = msgspec.structs.replace(plan, stage="committed")
         plans.write(PLAN, committed)
         for edit in committed.edits[: len(committed.edits) // 2]:  # killed half-way
-            proto.apply_file_edit(home / "memory", edit)
+            proto.apply_file_edits(home / "memory", [edit])
     assert holders(home, needle)
     a_day_ago = plans.path(PLAN).stat().st_mtime - 86400  # down a day: nothing decides by age
     os.utime(plans.path(PLAN), (a_day_ago, a_day_ago))

@@ -89,32 +89,32 @@ def test_a_plan_applied_half_then_again_ends_the_same(
     edit = proto.LinesEdit(path="log.jsonl", lines=proto.line_edits(lines, needle))
     assert not any(proto.holds_value(msgspec.json.decode(s.new), needle) for s in edit.lines)
     partial = proto.LinesEdit(path="log.jsonl", lines=edit.lines[:half])
-    proto.apply_file_edit(root, partial)  # a kill after part of it
-    outcome = proto.apply_file_edit(root, edit)
-    assert not outcome.conflicts
+    proto.apply_file_edits(root, [partial])  # a kill after part of it
+    assert proto.apply_file_edits(root, [edit]) == []
     assert proto.verify_file_edit(root, edit) == []
     data = (root / "log.jsonl").read_bytes()
     decoded = [msgspec.json.decode(line) for line in data.splitlines()]
     assert not proto.holds_value(decoded, needle)  # decoded: `\u0007` does not hold "00"
     assert data.count(b"\n") == len(lines)
-    again = proto.apply_file_edit(root, edit)
-    assert (again.applied, again.conflicts) == (0, [])
+    done = (root / "log.jsonl").stat()
+    assert proto.apply_file_edits(root, [edit]) == []
+    assert (root / "log.jsonl").stat().st_ino == done.st_ino  # not even rewritten
 
 
 def test_a_line_changed_since_the_plan_is_a_conflict_and_left_alone(tmp_path: Path) -> None:
     (tmp_path / "log.jsonl").write_bytes(b'{"a":"zebra"}\n')
     edit = proto.LinesEdit(path="log.jsonl", lines=proto.line_edits([b'{"a":"zebra"}'], "zebra"))
     (tmp_path / "log.jsonl").write_bytes(b'{"a":"zebra!"}\n')
-    outcome = proto.apply_file_edit(tmp_path, edit)
-    assert outcome.conflicts
-    assert outcome.applied == 0
+    assert proto.apply_file_edits(tmp_path, [edit]) == [
+        "log.jsonl:1: changed since the plan was made"
+    ]
     assert (tmp_path / "log.jsonl").read_bytes() == b'{"a":"zebra!"}\n'
 
 
 @pytest.mark.parametrize("path", ["../x", "/etc/passwd", "a/../../x"])
 def test_a_plan_cannot_name_a_path_outside_its_root(tmp_path: Path, path: str) -> None:
-    with pytest.raises(ValueError, match="outside its root"):
-        proto.apply_file_edit(tmp_path, proto.WholeEdit(path=path, old="", new=""))
+    (conflict,) = proto.apply_file_edits(tmp_path, [proto.WholeEdit(path=path, old="", new="")])
+    assert "outside its root" in conflict
 
 
 def test_plans_round_trip_and_hold_no_text(tmp_path: Path) -> None:

@@ -16,16 +16,7 @@ from hypothesis import strategies as st
 from lines_store import Crash, LinesStore, holding_files
 
 import proto
-from proto._forget_part import (
-    Answer,
-    ApplyPlan,
-    Commit,
-    EndPlan,
-    MakePlan,
-    PartState,
-    Refuse,
-    decide,
-)
+from proto._forget_part import PartState, Refuse, decide
 
 SECRET = "ZEBRA-7731"
 PLAN = "fg-abcdef123456"
@@ -48,14 +39,14 @@ def test_the_table_keeps_a_decided_forget_and_never_says_done_unasked(
     request_: proto.ForgetPrepare | proto.ForgetApply | proto.ForgetAbort, state: PartState
 ) -> None:
     steps = decide(request_, state, part="memoryd")
-    assert isinstance(steps[-1], Answer | Refuse)
+    assert steps[-1] == "answer" or isinstance(steps[-1], Refuse)
     if any(isinstance(s, Refuse) for s in steps):
         assert len(steps) == 1  # a refusal changes nothing
     decided = state in (COMMITTED, APPLIED)
     if decided:
-        assert EndPlan("aborted") not in steps  # only a prepared plan is ever aborted
-    if EndPlan("applied") in steps:
-        assert steps.index(ApplyPlan()) < steps.index(EndPlan("applied"))
+        assert "end: aborted" not in steps  # only a prepared plan is ever aborted
+    if "end: applied" in steps:
+        assert steps.index("apply") < steps.index("end: applied")
     if isinstance(request_, proto.ForgetApply) and request_.text is None and state is None:
         (refused,) = steps
         assert isinstance(refused, Refuse)
@@ -65,12 +56,12 @@ def test_the_table_keeps_a_decided_forget_and_never_says_done_unasked(
     if isinstance(request_, proto.ForgetApply) and state == ABORTED:
         assert isinstance(steps[0], Refuse)
     if isinstance(request_, proto.ForgetApply) and state == APPLIED:
-        assert steps == (Answer(),)  # finished before: said again, nothing redone
+        assert steps == ("answer",)  # finished before: said again, nothing redone
     if state == PREPARED and isinstance(request_, proto.ForgetApply) and request_.text is None:
-        assert steps[:2] == (Commit(), ApplyPlan())
+        assert steps[:2] == ("commit", "apply")
     with_text = isinstance(request_, proto.ForgetApply) and request_.text is not None
     if with_text and state in (None, PREPARED, COMMITTED):  # with the text: planned again, now
-        assert steps[0] == MakePlan("committed")
+        assert steps[0] == "plan: committed"
 
 
 @pytest.fixture
@@ -94,7 +85,6 @@ async def test_prepared_then_applied_leaves_no_copy_and_an_ended_line(store: Lin
     assert holding_files(store.root, SECRET) == []
     assert part.files.plans.ids() == []
     assert part.files.ended(PLAN) is not None
-    assert store.ended_plans == [PLAN]
     again = await part.handle(proto.ForgetApply(plan=PLAN))
     assert isinstance(again, proto.ForgetApplied)
     assert again.again

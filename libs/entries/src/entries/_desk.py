@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Literal, TypeVar, assert_never, overload
+from typing import ClassVar, Literal, TypeVar, assert_never, overload
 
 import msgspec
 
@@ -115,6 +115,9 @@ class Proposal(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=
     `undoes` is the id of the edit it undoes, for an undo. A Struct, so a surface that
     asks and hears back later (a Mattermost post) can keep it.
     """
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"undoes"})
+    """An edit's id, kept by a forget; the edit is text."""
 
     edit: MemoryArgs
     undoes: str | None = None

@@ -87,13 +87,13 @@ from ._forget import is_near as is_near
 from ._forget import may_hold as may_hold
 from ._forget import redact as redact
 from ._forget import redact_line as redact_line
+from ._forget import redact_record as redact_record
 from ._forget import redact_text as redact_text
 from ._forget import redact_value as redact_value
 from ._forget import words as words
 from ._forget_plan import ENDED_FILE as ENDED_FILE
 from ._forget_plan import Ended as Ended
 from ._forget_plan import FileEdit as FileEdit
-from ._forget_plan import FileEditOutcome as FileEditOutcome
 from ._forget_plan import ForgetFiles as ForgetFiles
 from ._forget_plan import ForgetPlan as ForgetPlan
 from ._forget_plan import LineEdit as LineEdit
@@ -103,7 +103,7 @@ from ._forget_plan import PlanId as PlanId
 from ._forget_plan import Stage as Stage
 from ._forget_plan import StructFiles as StructFiles
 from ._forget_plan import WholeEdit as WholeEdit
-from ._forget_plan import apply_file_edit as apply_file_edit
+from ._forget_plan import apply_file_edits as apply_file_edits
 from ._forget_plan import is_plan_id as is_plan_id
 from ._forget_plan import line_edits as line_edits
 from ._forget_plan import new_plan_id as new_plan_id

@@ -22,7 +22,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import msgspec.inspect as mi
@@ -43,6 +43,7 @@ __all__ = [
     "may_hold",
     "redact",
     "redact_line",
+    "redact_record",
     "redact_text",
     "redact_value",
     "words",
@@ -239,6 +240,7 @@ def may_hold(data: bytes, needle: str) -> bool:
 
 # -- records ---------------------------------------------------------------------------
 
+R = TypeVar("R", bound=msgspec.Struct)
 _kinds: dict[Any, mi.Type] = {}
 
 
@@ -327,6 +329,17 @@ def redact_line(line: bytes, needle: str, kinds: Sequence[object] = ()) -> bytes
             return None
         redacted = redact_value(value, needle)
     return None if redacted == value else msgspec.json.encode(redacted)
+
+
+def redact_record(record: R, needle: str) -> R | None:
+    """A record (a Struct) with `needle` out of its text; None when its text does not hold it.
+
+    Its text is what `redact_line` redacts in a line of its kind.
+    """
+    kind = type(record)
+    value = msgspec.to_builtins(record)
+    redacted = _as(value, _info(kind), needle)
+    return None if redacted == value else msgspec.convert(redacted, kind)
 
 
 def words(needle: str) -> list[str]:

@@ -1,16 +1,16 @@
 """One store's part of a forget, written once: memoryd, loopd and brokerd's audit drive it.
 
 brokerd coordinates a forget as a two-phase commit (prepare everywhere, then decide) and
-never keeps the text. Each part answers four requests on its own store, and `decide`, a
-pure function, says what each request does to the part's plan, by the plan's state on
-disk and nothing else (never its age, never a clock):
+never keeps the text on disk. Each part answers four requests on its own store, and
+`decide`, a pure function, says what each request does to the part's plan, by the plan's
+state on disk and nothing else (never its age, never a clock):
 
-| request      | none        | prepared     | committed    | ended: applied | ended: aborted |
-|--------------|-------------|--------------|--------------|----------------|----------------|
-| prepare(t)   | plan        | plan again   | as it is     | refused        | refused        |
-| apply(t)     | plan, apply | replan, apply| replan, apply| as it ended    | refused        |
-| apply()      | **refused** | apply        | apply        | as it ended    | refused        |
-| abort        | end aborted | end aborted  | refused      | refused        | as it ended    |
+| request    | none         | prepared      | committed     | ended: applied | ended: aborted |
+|------------|--------------|---------------|---------------|----------------|----------------|
+| prepare(t) | plan         | plan again    | as it is      | refused        | refused        |
+| apply(t)   | plan, apply  | replan, apply | replan, apply | as it ended    | refused        |
+| apply()    | **refused**  | apply         | apply         | as it ended    | refused        |
+| abort      | end: aborted | end: aborted  | refused       | refused        | as it ended    |
 
 "apply" is: apply, verify, then end (a line in `ended.jsonl`, the plan file removed).
 So a prepared plan waits for brokerd's word however long that takes; only brokerd's abort
@@ -28,16 +28,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar, assert_never
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import msgspec
 import trio
 
 from ._connection import ServiceError
 from ._forget import forget_problem
-from ._forget_plan import Ended, ForgetFiles, ForgetPlan, Stage, is_plan_id
+from ._forget_plan import Ended, ForgetFiles, ForgetPlan, is_plan_id
 from ._messages import (
     ForgetAbort,
     ForgetApplied,
@@ -53,14 +52,9 @@ from ._messages import (
 
 __all__ = [
     "PLAN_DIR",
-    "Answer",
-    "ApplyPlan",
-    "Commit",
-    "EndPlan",
     "ForgetPart",
     "ForgetStore",
     "Keep",
-    "MakePlan",
     "PartState",
     "Refuse",
     "Step",
@@ -88,103 +82,70 @@ def forget_text(text: str) -> str:
     return text.strip()
 
 
-# -- the decision ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MakePlan:
-    """Plan from the text and the files as they are now; write the plan at `stage`."""
-
-    stage: Stage
-
-
-@dataclass(frozen=True)
-class Commit:
-    """Write the stored plan committed: the forget is decided."""
-
-
-@dataclass(frozen=True)
-class ApplyPlan:
-    """Apply the plan (with the text when the request has it), then verify it."""
-
-
-@dataclass(frozen=True)
-class EndPlan:
-    """Record how the plan ended here, then remove its file."""
-
-    end: Literal["applied", "aborted"]
-
-
-@dataclass(frozen=True)
-class Answer:
-    """Answer the request (with what the plan, or its end, says)."""
-
-
-@dataclass(frozen=True)
-class Refuse:
+class Refuse(msgspec.Struct, frozen=True):
     """Answer with an error; change nothing."""
 
     code: str
     message: str
 
 
-Step = MakePlan | Commit | ApplyPlan | EndPlan | Answer | Refuse
+Step = (
+    Literal["plan: prepared", "plan: committed", "commit", "apply", "end: applied"]
+    | Literal["end: aborted", "answer"]
+    | Refuse
+)
+"""`plan: <stage>`: plan from the text and the store as it is, written at that stage;
+`commit`: the stored plan written committed; `apply`: apply it, then verify it; `end`:
+the line that says how it ended, the plan file removed; `answer`: what the plan (or its
+end) says."""
 PartState = ForgetPlan[Any] | Ended | None
 """What a part has of a plan: the plan (prepared or committed), how it ended, or nothing."""
-
 PartRequest = ForgetPrepare | ForgetApply | ForgetAbort
 
 
 def decide(request: PartRequest, state: PartState, *, part: str) -> tuple[Step, ...]:
     """What `request` does, given the part's `state` of its plan (the table above)."""
     plan = request.plan
-    aborted = Refuse(
-        "forget-aborted", f"forget {plan} was aborted in {part}; it cannot go on there"
-    )
+    aborted = Refuse("forget-aborted", f"forget {plan} was aborted in {part}; it cannot go on")
     match request, state:
         case ForgetPrepare(), None | ForgetPlan(stage="prepared"):
-            return (MakePlan("prepared"), Answer())
+            return ("plan: prepared", "answer")
         case ForgetPrepare(), ForgetPlan(stage="committed"):
-            return (Answer(),)
+            return ("answer",)
         case ForgetPrepare(), Ended(end="applied"):
             return (Refuse("forget-ended", f"forget {plan} has ended in {part} already"),)
-        case (ForgetPrepare() | ForgetApply(), Ended(end="aborted")):
+        case ForgetPrepare() | ForgetApply(), Ended(end="aborted"):
             return (aborted,)
         case ForgetApply(text=str()), None | ForgetPlan():
-            return (MakePlan("committed"), ApplyPlan(), EndPlan("applied"), Answer())
+            return ("plan: committed", "apply", "end: applied", "answer")
         case ForgetApply(text=None), ForgetPlan(stage="prepared"):
-            return (Commit(), ApplyPlan(), EndPlan("applied"), Answer())
+            return ("commit", "apply", "end: applied", "answer")
         case ForgetApply(text=None), ForgetPlan(stage="committed"):
-            return (ApplyPlan(), EndPlan("applied"), Answer())
+            return ("apply", "end: applied", "answer")
         case ForgetApply(text=None), None:
-            return (
-                Refuse(
-                    "forget-unknown",
-                    f"{part} has no plan for forget {plan}: it never prepared it, or its plan "
-                    "was lost; what it holds of the text stays until you forget the text again",
-                ),
+            unknown = (
+                f"{part} has no plan for forget {plan}: it never prepared it, or its plan was "
+                "lost; what it holds of the text stays until you forget the text again"
             )
+            return (Refuse("forget-unknown", unknown),)
         case ForgetApply(), Ended(end="applied"):
-            return (Answer(),)
+            return ("answer",)
         case ForgetAbort(), None | ForgetPlan(stage="prepared"):
-            return (EndPlan("aborted"), Answer())
+            return ("end: aborted", "answer")
         case ForgetAbort(), ForgetPlan(stage="committed") | Ended(end="applied"):
-            return (
-                Refuse("forget-decided", f"forget {plan} is decided in {part}: it only finishes"),
-            )
+            decided = f"forget {plan} is decided in {part}: it only finishes"
+            return (Refuse("forget-decided", decided),)
         case ForgetAbort(), Ended(end="aborted"):
-            return (Answer(),)
+            return ("answer",)
     raise AssertionError(f"no step for {request!r} in {state!r}")  # pragma: no cover
 
-
-# -- the store -------------------------------------------------------------------------
 
 Keep = Callable[[ForgetPlan[S]], Awaitable[None]]
 """Write a plan the store refined while applying it (before it changes what it adds)."""
 
 
 class ForgetStore(Protocol[S]):
-    """A role's stores as one part of a forget: what it holds, and how it is taken out.
+    """A role's stores as one part of a forget: what it holds, and how a text is taken out.
 
     Every method may raise `ServiceError` (a refusal for brokerd: the plan stays as it
     is) or `OSError` (a file that cannot be read or written: the same).
@@ -221,10 +182,6 @@ class ForgetStore(Protocol[S]):
         """A plan's counts as the owner reads them (`plan`, where it is still at hand)."""
         ...
 
-    def ended(self, plan: str) -> None:
-        """The plan ended here (applied or aborted): let go of what was kept for it."""
-        ...
-
 
 class ForgetPart(Generic[S]):
     """A role's part of every forget: the four requests, and the recovery at start."""
@@ -244,21 +201,15 @@ class ForgetPart(Generic[S]):
             return await self.store.look(forget_text(request.text))
         if not is_plan_id(request.plan):
             raise ServiceError("bad-forget", f"not a forget id: {request.plan!r}")
-        text = None
-        if isinstance(request, ForgetPrepare | ForgetApply) and request.text is not None:
-            text = forget_text(request.text)
+        given = request.text if isinstance(request, ForgetPrepare | ForgetApply) else None
+        text = None if given is None else forget_text(given)
         async with self._lock, self.store.held():
-            state = await self._state(request.plan)
             try:
-                return await self._run(request, state, text)
+                return await self._run(request, await self._state(request.plan), text)
             except OSError as exc:
                 log.warning("forget %s in %s: %s", request.plan, self.store.name, exc)
-                raise ServiceError(
-                    "forget-failed",
-                    f"{self.store.name} could not do its part: {exc.strerror or exc}; "
-                    f"forget {request.plan} stays as it was there",
-                    runbook="forget",
-                ) from None
+                why = f"{self.store.name} could not do its part: {exc.strerror or exc}"
+                raise ServiceError("forget-failed", why, runbook="forget") from None
 
     async def recover(self) -> list[str]:
         """Finish every committed plan, without the text; the ids finished. At start.
@@ -271,8 +222,6 @@ class ForgetPart(Generic[S]):
             for plan in await trio.to_thread.run_sync(self.files.plans.ids):
                 state = await self._state(plan)
                 if not isinstance(state, ForgetPlan) or state.stage != "committed":
-                    if isinstance(state, ForgetPlan):
-                        log.info("forget %s waits in %s for brokerd's word", plan, self.store.name)
                     continue
                 try:
                     await self._run(ForgetApply(plan=plan), state, None)
@@ -306,53 +255,38 @@ class ForgetPart(Generic[S]):
             await trio.to_thread.run_sync(files.plans.write, written.plan, written)
 
         for step in decide(request, state, part=store.name):
-            match step:
-                case MakePlan(stage=stage):
+            if isinstance(step, Refuse):
+                raise ServiceError(step.code, step.message, runbook="forget")
+            if step.startswith("plan: ") or step == "commit":
+                if step != "commit":
                     assert text is not None
-                    made = await store.plan(request.plan, text, plan)
-                    plan = msgspec.structs.replace(made, stage=stage)
-                    await write(plan)
-                case Commit():
-                    assert plan is not None
-                    plan = msgspec.structs.replace(plan, stage="committed")
-                    await write(plan)
-                case ApplyPlan():
-                    assert plan is not None
-                    conflicts += await store.apply(plan, text, write)
-                    plan = await trio.to_thread.run_sync(files.plans.read, request.plan) or plan
-                    conflicts += await store.verify(plan, text)
-                case EndPlan(end=end):
-                    counts = plan.counts if plan is not None else {}
-                    ended = await trio.to_thread.run_sync(files.end, request.plan, end, counts)
-                    store.ended(request.plan)
-                case Answer():
-                    return self._answer(request, plan, ended, conflicts)
-                case Refuse(code=code, message=message):
-                    raise ServiceError(code, message, runbook="forget")
-                case _:
-                    assert_never(step)
-        raise AssertionError("decide ends with an answer or a refusal")  # pragma: no cover
-
-    def _answer(
-        self,
-        request: PartRequest,
-        plan: ForgetPlan[S] | None,
-        ended: Ended | None,
-        conflicts: list[str],
-    ) -> Message:
+                    plan = await store.plan(request.plan, text, plan)
+                assert plan is not None
+                stage = "prepared" if step == "plan: prepared" else "committed"
+                plan = msgspec.structs.replace(plan, stage=stage)
+                await write(plan)
+            elif step == "apply":
+                assert plan is not None
+                conflicts += await store.apply(plan, text, write)
+                plan = await trio.to_thread.run_sync(files.plans.read, request.plan) or plan
+                conflicts += await store.verify(plan, text)
+            elif step.startswith("end: "):
+                end: Literal["applied", "aborted"] = (
+                    "applied" if step == "end: applied" else "aborted"
+                )
+                counts = plan.counts if plan is not None else {}
+                ended = await trio.to_thread.run_sync(files.end, request.plan, end, counts)
         counts = plan.counts if plan is not None else ended.counts if ended is not None else {}
-        holdings = self.store.holdings(counts, plan)
+        holdings = store.holdings(counts, plan)
         match request:
             case ForgetPrepare():
                 return ForgetPrepared(plan=request.plan, holdings=holdings)
             case ForgetApply():
                 for conflict in conflicts:
-                    log.warning("forget %s in %s: %s", request.plan, self.store.name, conflict)
+                    log.warning("forget %s in %s: %s", request.plan, store.name, conflict)
                 again = plan is None  # it had ended before this request
                 return ForgetApplied(
                     plan=request.plan, holdings=holdings, conflicts=conflicts, again=again
                 )
-            case ForgetAbort():
-                return Ok()
             case _:
-                assert_never(request)
+                return Ok()

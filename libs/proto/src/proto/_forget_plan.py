@@ -35,7 +35,6 @@ __all__ = [
     "ENDED_FILE",
     "Ended",
     "FileEdit",
-    "FileEditOutcome",
     "ForgetFiles",
     "ForgetPlan",
     "LineEdit",
@@ -45,7 +44,7 @@ __all__ = [
     "Stage",
     "StructFiles",
     "WholeEdit",
-    "apply_file_edit",
+    "apply_file_edits",
     "is_plan_id",
     "line_edits",
     "new_plan_id",
@@ -139,14 +138,6 @@ ENDED_FILE = "ended.jsonl"
 _ENDED: JsonLines[Ended] = JsonLines(Ended)
 
 
-class FileEditOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """What applying one file's edit found."""
-
-    applied: int = 0
-    skipped: int = 0
-    conflicts: list[str] = msgspec.field(default_factory=list)
-
-
 def _inside(root: Path, relative: str) -> Path:
     path = (root / relative).resolve()
     if (
@@ -176,46 +167,47 @@ def whole_edit(path: str, old: bytes, new: bytes) -> WholeEdit:
     return WholeEdit(path=path, old=_hash(old), new=new.decode())
 
 
-def apply_file_edit(root: Path, edit: FileEdit) -> FileEditOutcome:
-    """Apply one file's edit, idempotently.
+def apply_file_edits(root: Path, edits: Iterable[FileEdit]) -> list[str]:
+    """Apply a plan's file edits, idempotently; the conflicts (places left as they were).
 
-    The file is rewritten atomically (line count and order kept) only if a line changed.
-
-    Raises:
-        ValueError: the edit names a path outside `root`.
+    A file is rewritten atomically (line count and order kept) only if a line changed.
     """
-    path = _inside(root, edit.path)
+    conflicts: list[str] = []
+    for edit in edits:
+        try:
+            conflicts += _apply(_inside(root, edit.path), edit)
+        except ValueError as exc:
+            conflicts.append(str(exc))
+    return conflicts
+
+
+def _apply(path: Path, edit: FileEdit) -> list[str]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return FileEditOutcome(conflicts=[f"{edit.path}: the file is gone"])
+        return [f"{edit.path}: the file is gone"]
     if isinstance(edit, WholeEdit):
         now = _hash(data)
         if now == _hash(edit.new.encode()):
-            return FileEditOutcome(skipped=1)
+            return []
         if now != edit.old:
-            return FileEditOutcome(conflicts=[f"{edit.path}: changed since the plan was made"])
+            return [f"{edit.path}: changed since the plan was made"]
         write_atomically(path, edit.new.encode())
-        return FileEditOutcome(applied=1)
+        return []
     lines = data.split(b"\n")
-    applied = skipped = 0
+    changed = False
     conflicts: list[str] = []
     for step in edit.lines:
+        new = step.new.encode()
         if step.line >= len(lines):
             conflicts.append(f"{edit.path}:{step.line + 1}: the line is gone")
-            continue
-        now = _hash(lines[step.line])
-        new = step.new.encode()
-        if now == _hash(new):
-            skipped += 1
-        elif now == step.old:
-            lines[step.line] = new
-            applied += 1
-        else:
+        elif _hash(lines[step.line]) == step.old:
+            lines[step.line], changed = new, True
+        elif lines[step.line] != new:
             conflicts.append(f"{edit.path}:{step.line + 1}: changed since the plan was made")
-    if applied:
+    if changed:
         write_atomically(path, b"\n".join(lines))
-    return FileEditOutcome(applied=applied, skipped=skipped, conflicts=conflicts)
+    return conflicts
 
 
 def verify_file_edit(root: Path, edit: FileEdit) -> list[str]:

@@ -585,9 +585,7 @@ class Audit:
             )
             self._append_now(redaction, now, durable=True)
             listed.update((p.file, p.line, f, c) for p in unlisted for f, c in p.fields.items())
-        conflicts: list[str] = []
-        for edit in plan.edits:
-            conflicts += proto.apply_file_edit(self.directory, edit).conflicts
+        conflicts = proto.apply_file_edits(self.directory, plan.edits)
         self._write_checkpoint()  # the edits changed the month files' sizes
         return conflicts
 

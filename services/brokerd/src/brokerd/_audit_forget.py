@@ -121,6 +121,3 @@ class AuditLogForget:
     ) -> list[Holding]:
         """`audit`, in records."""
         return [Holding(store=STORE, count=counts.get(STORE, 0), unit="records")]
-
-    def ended(self, plan: str) -> None:
-        """Nothing is kept for a plan beyond its file."""

@@ -1,25 +1,23 @@
-"""The owner's forget, carried through memoryd, loopd and brokerd's own audit.
+"""The owner's forget, coordinated across memoryd, loopd and brokerd's own audit.
 
-Each role forgets in its own store (`proto.ForgetPart`); brokerd only coordinates, as a
-two-phase commit whose coordinator never keeps the text. A forget writes a ledger
+Each role forgets in its own store (`proto.ForgetPart`); brokerd coordinates a two-phase
+commit and never writes the text. A forget writes a ledger
 (`audit/.forget/<plan>.ledger.json`), asks every part to prepare its plan, and only when
 all have prepared marks the ledger `committed`: that is the decision. Then it denies the
 pending approvals that hold the text, appends its own audit record (counts and a keyed
 digest), and has each part apply, in order. From the decision on, every part is applied
-until it answers, across restarts of either side, without the text (each part keeps a
-plan that does not hold it). A ledger found `preparing` at start is a forget that was
-never decided: every part is told to abort, and the ledger goes.
+until it answers, across restarts of either side: with the text while this run has it
+(in memory only), else from the plan the part keeps. A ledger found `preparing` at start
+is a forget never decided: every part is told to abort, and the ledger goes.
 
 A part that is not running (it died; `bxctl up` or systemd brings it back) is asked again
 while the owner waits, for at most `PART_WAIT_S`, and the owner is told what is waited
 for (`forget_progress`). Before the decision, a part still gone then means nothing is
-forgotten, and the owner is told so; after it, the owner is told which stores are done
-and which are still to finish, and they finish by themselves.
+forgotten; after it, the owner is told which stores are done and which will finish by
+themselves.
 
 Invariants:
-- No file brokerd writes and no line it logs holds the text: the ledger holds the plan
-  id, the state, the parts and which are done, and, until it is appended, what the
-  forget's audit record says.
+- No file brokerd writes and no line it logs holds the text.
 - Before the ledger says `committed`, nothing changed in any store and no approval was
   denied; after it, the forget finishes without the owner asking again.
 - The text reaches a part only over its broker socket (memoryd, loopd) or in memory (the
@@ -50,7 +48,6 @@ from proto import (
     ForgetPreviewed,
     ForgetProgress,
     Forgotten,
-    Holding,
     Message,
     Ok,
     PartLeft,
@@ -62,9 +59,7 @@ from ._approvals import OwnerDenies, PendingApprovals, format_duration
 from ._audit import Audit
 
 __all__ = [
-    "AUDIT_PART",
     "FORGOTTEN_BY_OWNER",
-    "MAX_NEAR",
     "ForgetCoordinator",
     "ForgetLedger",
     "LocalPart",
@@ -82,27 +77,21 @@ FORGOTTEN_BY_OWNER = "forgotten by the owner"
 MAX_NEAR = 10
 """How many near matches a preview offers."""
 
-AUDIT_PART = "brokerd"
-"""The name of brokerd's own part (its audit log) in a ledger and in an answer."""
-
-RETRY_FIRST_S = 0.5
-RETRY_LONGEST_S = 10.0
+RETRY_FIRST_S, RETRY_LONGEST_S = 0.5, 10.0
 """How a part that did not answer is asked again (`proto.Backoff`)."""
 
 PART_WAIT_S = 60.0
 """How long the owner's forget waits for parts that are not running to come back."""
 
 TELL_EVERY_S = 2.0
-"""How often the owner is told what a forget is waiting for (`forget_progress`)."""
-
-_GONE = frozenset({"unreachable", "broken", "no-reply"})
-"""The failures of a part that died or is restarting (as opposed to one that said no)."""
+"""How often the owner is told how a forget goes (`forget_progress`)."""
 
 M = TypeVar("M", bound=Message)
 T = TypeVar("T")
 
 Tell = Callable[[ForgetProgress], Awaitable[None]]
-"""Tells the owner how a forget is going; never raises."""
+"""Tells the owner how a forget goes; never raises."""
+Step = Literal["preview", "prepare", "apply"]
 
 
 async def _told_nobody(progress: ForgetProgress) -> None:
@@ -120,10 +109,7 @@ class PartFailed(Exception):
     @property
     def gone(self) -> bool:
         """Whether the part is not running (it may come back), rather than said no."""
-        return self.code in _GONE
-
-
-PartRequest = ForgetLook | ForgetPrepare | ForgetApply | ForgetAbort
+        return self.code in ("unreachable", "broken")
 
 
 class Part(Protocol):
@@ -134,7 +120,7 @@ class Part(Protocol):
         """The part's name in a ledger and in an answer."""
         ...
 
-    async def ask(self, request: PartRequest, expect: type[M]) -> M:
+    async def ask(self, request: Message, expect: type[M]) -> M:
         """The part's answer to `request`; `PartFailed` for every way it has none."""
         ...
 
@@ -143,32 +129,29 @@ class RolePart:
     """memoryd or loopd: the forget requests over its broker socket."""
 
     def __init__(self, name: str, socket: Path, *, call_timeout_s: float) -> None:
-        self._name = name
+        self.name = name
         self.socket = socket
         self.call_timeout_s = call_timeout_s
 
-    @property
-    def name(self) -> str:
-        """`memoryd` or `loopd`."""
-        return self._name
-
-    async def ask(self, request: PartRequest, expect: type[M]) -> M:
+    async def ask(self, request: Message, expect: type[M]) -> M:
         """One request over the socket, every failure a `PartFailed` worded for the owner."""
-        name = self._name
+        name = self.name
         try:
             return await proto.call(self.socket, request, expect, deadline_s=self.call_timeout_s)
         except proto.Unreachable:
-            raise PartFailed(name, "unreachable", f"{name} is not running") from None
+            code, why = "unreachable", f"{name} is not running"
         except proto.CallTimedOut:
-            waited = format_duration(self.call_timeout_s)
-            raise PartFailed(name, "timeout", f"{name} did not answer within {waited}") from None
+            code, why = (
+                "timeout",
+                f"{name} did not answer within {format_duration(self.call_timeout_s)}",
+            )
         except proto.RemoteError as exc:
-            message = f"{name} could not do it: {exc.error.message}"
-            raise PartFailed(name, exc.error.code, message) from None
+            code, why = exc.error.code, f"{name} could not do it: {exc.error.message}"
         except (proto.CallBroken, proto.NoReply):
-            raise PartFailed(name, "broken", f"{name} stopped in the middle of it") from None
+            code, why = "broken", f"{name} stopped in the middle of it"
         except proto.CallFailed as exc:
-            raise PartFailed(name, exc.code, f"{name} gave no usable answer: {exc}") from None
+            code, why = exc.code, f"{name} gave no usable answer: {exc}"
+        raise PartFailed(name, code, why)
 
 
 class LocalPart:
@@ -176,23 +159,17 @@ class LocalPart:
 
     def __init__(self, part: proto.ForgetPart[proto.NoSteps]) -> None:
         self.part = part
+        self.name = part.store.name
 
-    @property
-    def name(self) -> str:
-        """`brokerd`."""
-        return self.part.store.name
-
-    async def ask(self, request: PartRequest, expect: type[M]) -> M:
+    async def ask(self, request: Message, expect: type[M]) -> M:
         """The part's answer; a refusal is a `PartFailed` as a role's would be."""
+        assert isinstance(request, ForgetLook | ForgetPrepare | ForgetApply | ForgetAbort)
         try:
             reply = await self.part.handle(request)
         except ServiceError as exc:
             raise PartFailed(self.name, exc.code, f"{self.name} could not do it: {exc}") from None
         assert isinstance(reply, expect), reply
         return reply
-
-
-# -- the ledger ------------------------------------------------------------------------
 
 
 class ForgetRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -225,12 +202,10 @@ class ForgetLedger(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
         """The parts still to finish, in the ledger's order."""
         return [p for p in self.parts if p not in self.done and p not in self.lost]
 
-    def with_done(self, part: str) -> ForgetLedger:
-        """This ledger with `part` done."""
-        return msgspec.structs.replace(self, done=[*self.done, part])
-
-
-# -- rounds ----------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        """Every part finished (or lost) and the audit record written: the ledger goes."""
+        return not self.unfinished and isinstance(self.record, msgspec.UnsetType)
 
 
 @dataclasses.dataclass
@@ -240,25 +215,19 @@ class Round(Generic[T]):
     answers: dict[str, T] = dataclasses.field(default_factory=dict)
     failures: dict[str, PartFailed] = dataclasses.field(default_factory=dict)
 
-    def why(self) -> str:
-        """The failures, for the owner."""
-        return "; ".join(str(failure) for failure in self.failures.values())
-
     def in_order(self, names: Iterable[str]) -> list[T]:
         """The answers of the parts `names` that answered, in that order."""
         return [self.answers[name] for name in names if name in self.answers]
 
+    def why(self) -> str:
+        """The failures, for the owner."""
+        return "; ".join(str(failure) for failure in self.failures.values())
 
-def _counted(counts: dict[str, int]) -> str:
-    """`journal 2, sessions 3` for the log: stores and counts only."""
-    return ", ".join(f"{store} {count}" for store, count in counts.items()) or "nothing"
-
-
-def _start_again(failures: dict[str, PartFailed]) -> str:
-    """What the owner does after a forget that did not happen."""
-    if any(failure.gone for failure in failures.values()):
-        return "; start it (bxctl up), then forget the text again"
-    return "; forget the text again once that is put right"
+    def next_step(self) -> str:
+        """What the owner does after a forget that did not happen."""
+        if any(failure.gone for failure in self.failures.values()):
+            return "start it (bxctl up), then forget the text again"
+        return "forget the text again once that is put right"
 
 
 class ForgetCoordinator:
@@ -275,9 +244,6 @@ class ForgetCoordinator:
         approvals: PendingApprovals,
         parts: Sequence[Part],
         *,
-        backoff: Callable[[], proto.Backoff] = lambda: proto.Backoff(
-            RETRY_FIRST_S, RETRY_LONGEST_S
-        ),
         wait_s: float = PART_WAIT_S,
         tell_every_s: float = TELL_EVERY_S,
     ) -> None:
@@ -287,7 +253,6 @@ class ForgetCoordinator:
         self.parts = {part.name: part for part in parts}
         self.wait_s = wait_s
         self.tell_every_s = tell_every_s
-        self._backoff = backoff
         self._nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
         self._left: list[ForgetLedger] = []
@@ -301,12 +266,11 @@ class ForgetCoordinator:
             except ValueError as exc:
                 log.error("forget ledger %s is damaged and was left as it is: %s", plan, exc)
                 continue
-            if ledger is None:
-                continue
-            self._left.append(ledger)
-            self._unfinished[plan] = trio.Event()
-            doing = "finishing it" if ledger.state == "committed" else "aborting it"
-            log.info("forget %s was left %s by the last run; %s", plan, ledger.state, doing)
+            if ledger is not None:
+                self._left.append(ledger)
+                self._unfinished[plan] = trio.Event()
+                doing = "finishing" if ledger.state == "committed" else "aborting"
+                log.info("forget %s was left %s by the last run; %s it", plan, ledger.state, doing)
 
     def finish_in(self, nursery: trio.Nursery, shutdown: trio.Event) -> None:
         """Carry the ledgers `load` found, and every forget from now on, in `nursery`.
@@ -314,10 +278,9 @@ class ForgetCoordinator:
         A part still to finish at `shutdown` is left to the next start (its ledger says
         so), rather than hold the drain up with retries.
         """
-        self._nursery = nursery
-        self._shutdown = shutdown
+        self._nursery, self._shutdown = nursery, shutdown
         for ledger in self._left:
-            nursery.start_soon(self._finish, ledger)
+            nursery.start_soon(self._finish, ledger, None, True)
         self._left = []
 
     async def wait_finished(self, plan: str) -> None:
@@ -326,8 +289,6 @@ class ForgetCoordinator:
         if event is not None:
             await event.wait()
 
-    # -- preview ---------------------------------------------------------------------
-
     async def preview(self, text: str, tell: Tell = _told_nobody) -> ForgetPreviewed:
         """What a forget of `text` would change, from every part; writes nothing.
 
@@ -335,29 +296,19 @@ class ForgetCoordinator:
             ServiceError: the text cannot be forgotten as given, or a part did not answer.
         """
         text = proto.forget_text(text)
+        ask = ForgetLook(text=text)
         looked = await self._round(
-            list(self.parts),
-            "preview",
-            tell,
-            trio.current_time() + self.wait_s,
-            lambda p: p.ask(ForgetLook(text=text), ForgetLooked),
+            list(self.parts), "preview", tell, True, lambda p: p.ask(ask, ForgetLooked)
         )
         if looked.failures:
-            raise ServiceError(
-                "forget-preview-failed",
-                f"{looked.why()}; nothing was changed{_start_again(looked.failures)}",
-                runbook="forget",
-            )
-        holdings: list[Holding] = []
-        entries: list[proto.ForgetEntry] = []
-        near: list[str] = []
-        for answer in looked.in_order(self.parts):
-            holdings += answer.holdings
-            entries += answer.entries
-            near += answer.near
-        return ForgetPreviewed(holdings=holdings, entries=entries, near=near[:MAX_NEAR])
-
-    # -- forget ----------------------------------------------------------------------
+            why = f"{looked.why()}; nothing was changed; {looked.next_step()}"
+            raise ServiceError("forget-preview-failed", why, runbook="forget")
+        answers = looked.in_order(self.parts)
+        return ForgetPreviewed(
+            holdings=[h for a in answers for h in a.holdings],
+            entries=[e for a in answers for e in a.entries],
+            near=[n for a in answers for n in a.near][:MAX_NEAR],
+        )
 
     async def forget(
         self, text: str, surface: Surface, session: str | None, tell: Tell = _told_nobody
@@ -400,133 +351,107 @@ class ForgetCoordinator:
     ) -> Forgotten:
         plan = proto.new_plan_id()
         ledger = ForgetLedger(plan=plan, state="preparing", parts=list(self.parts))
-        try:
-            await self._write(ledger)
-        except OSError as exc:
-            raise ServiceError(
-                "audit-unwritable",
-                f"nothing was forgotten: brokerd cannot write {self.ledgers.directory}: "
-                f"{exc.strerror or exc}",
-            ) from None
+        await self._write_or_refuse(ledger)
         self._unfinished[plan] = trio.Event()
+        ask = ForgetPrepare(plan=plan, text=text)
         prepared = await self._round(
-            ledger.parts,
-            "prepare",
-            tell,
-            trio.current_time() + self.wait_s,
-            lambda p: p.ask(ForgetPrepare(plan=plan, text=text), ForgetPrepared),
+            ledger.parts, "prepare", tell, True, lambda p: p.ask(ask, ForgetPrepared)
         )
         if prepared.failures:
             for name, failure in prepared.failures.items():
                 log.warning("forget %s: %s did not prepare (%s)", plan, name, failure.code)
-            await self._abort(ledger)
-            raise ServiceError(
-                "forget-not-done",
-                f"nothing was forgotten: {prepared.why()}{_start_again(prepared.failures)}",
-                runbook="forget",
-            )
+            self._start_finishing(ledger, None)  # every part is told to abort
+            why = f"nothing was forgotten: {prepared.why()}; {prepared.next_step()}"
+            raise ServiceError("forget-not-done", why, runbook="forget")
         counts: dict[str, int] = {}
-        for answer in prepared.in_order(ledger.parts):
-            for holding in answer.holdings:
-                counts[holding.store] = counts.get(holding.store, 0) + holding.count
-        record = ForgetRecord(
-            counts=counts, digest=self.audit.forget_digest(text), surface=surface, session=session
-        )
+        for holding in (h for a in prepared.in_order(ledger.parts) for h in a.holdings):
+            counts[holding.store] = counts.get(holding.store, 0) + holding.count
+        digest = self.audit.forget_digest(text)
+        record = ForgetRecord(counts=counts, digest=digest, surface=surface, session=session)
         committed = msgspec.structs.replace(ledger, state="committed", record=record)
         try:
-            await self._write(committed)  # the commit point: from here the forget is decided
-        except OSError as exc:
-            log.warning("forget %s: the ledger could not be committed; aborting it", plan)
-            await self._abort(ledger)
-            raise ServiceError(
-                "audit-unwritable",
-                f"nothing was forgotten: brokerd cannot write {self.ledgers.directory}: "
-                f"{exc.strerror or exc}",
-            ) from None
+            await self._write_or_refuse(committed)  # the commit point: the forget is decided
+        except ServiceError:
+            self._start_finishing(ledger, None)
+            raise
         log.info("forget %s: decided; %s", plan, _counted(counts))
         denied = self.approvals.deny_holding(
             text, OwnerDenies(surface=surface, reason=FORGOTTEN_BY_OWNER)
         )
         if denied:
             log.info("forget %s: denied pending approvals %s", plan, ", ".join(denied))
-        ledger, record_failed = await self._record(committed)
+        ledger, unrecorded = await self._record(committed)
         ledger, applied = await self._apply(ledger, text, tell, wait=True)
+        left = [
+            PartLeft(part=n, why=str(applied.failures[n]), holdings=prepared.answers[n].holdings)
+            for n in ledger.unfinished
+        ]
+        if unrecorded is not None:
+            left.append(
+                PartLeft(part=AUDIT_PART, why=f"its own record of the forget: {unrecorded}")
+            )
         forgotten = Forgotten(
             plan=plan,
-            holdings=[h for answer in applied.in_order(ledger.parts) for h in answer.holdings],
-            left=[
-                PartLeft(
-                    part=name,
-                    why=str(applied.failures[name]),
-                    holdings=prepared.answers[name].holdings,
-                )
-                for name in ledger.unfinished
-            ],
-            lost=[PartLeft(part=name, why=str(applied.failures[name])) for name in ledger.lost],
+            holdings=[h for a in applied.in_order(ledger.parts) for h in a.holdings],
+            left=left,
+            lost=[PartLeft(part=n, why=str(applied.failures[n])) for n in ledger.lost],
             conflicts=[
-                f"{name}: {conflict}"
-                for name in ledger.parts
-                for conflict in (applied.answers[name].conflicts if name in applied.answers else [])
+                f"{n}: {conflict}"
+                for n in ledger.parts
+                for conflict in (applied.answers[n].conflicts if n in applied.answers else [])
             ],
             denied=denied,
         )
-        if record_failed is not None:
-            forgotten.left.append(
-                PartLeft(part=AUDIT_PART, why=f"its own record of the forget: {record_failed}")
-            )
-        if ledger.unfinished or not isinstance(ledger.record, msgspec.UnsetType):
-            assert self._nursery is not None
-            self._nursery.start_soon(self._finish, ledger, text, False)
-        else:
+        if ledger.finished:
             await self._done(ledger)
+        else:
+            self._start_finishing(ledger, text)
         return forgotten
 
     async def _round(
         self,
         names: list[str],
-        step: Literal["preview", "prepare", "apply"],
+        step: Step,
         tell: Tell,
-        until: float,
+        wait: bool,
         ask: Callable[[Part], Awaitable[T]],
     ) -> Round[T]:
-        """Ask the parts `names` side by side; one that is gone is asked again until `until`.
+        """Ask the parts `names` side by side; with `wait`, one that is gone is asked again.
 
-        Meanwhile the owner is told how it goes every `tell_every_s`.
+        For at most `wait_s`; meanwhile the owner is told how it goes every `tell_every_s`.
         """
         found: Round[T] = Round()
         gone: set[str] = set()
         started = trio.current_time()
+        until = started + self.wait_s if wait else -math.inf
 
         async def one(part: Part) -> None:
-            backoff = self._backoff()
+            backoff = proto.Backoff(RETRY_FIRST_S, RETRY_LONGEST_S)
             while True:
                 try:
                     found.answers[part.name] = await ask(part)
                 except PartFailed as exc:
                     left = until - trio.current_time()
-                    if not exc.gone or left <= 0:
-                        if exc.gone and part.name in gone:
-                            waited = format_duration(self.wait_s)
-                            exc = PartFailed(part.name, exc.code, f"{exc} (waited {waited} for it)")
-                        found.failures[part.name] = exc
-                        break
-                    if part.name not in gone:
-                        log.info(
-                            "forget: %s is not running; waiting for it to come back", part.name
+                    if exc.gone and left > 0:
+                        if part.name not in gone:
+                            log.info("forget: %s is not running; waiting for it", part.name)
+                        gone.add(part.name)
+                        await trio.sleep(min(backoff.next(), left))
+                        continue
+                    if exc.gone and part.name in gone:
+                        exc = PartFailed(
+                            part.name,
+                            exc.code,
+                            f"{exc} (waited {format_duration(self.wait_s)} for it)",
                         )
-                    gone.add(part.name)
-                    await trio.sleep(min(backoff.next(), left))
-                    continue
+                    found.failures[part.name] = exc
                 except Exception:
                     # A bug must not end the task that carries a decided forget to its end.
                     log.exception("forget: %s failed inside brokerd", part.name)
-                    found.failures[part.name] = PartFailed(
-                        part.name,
-                        "internal",
-                        f"{part.name} failed inside brokerd; its log says why",
-                    )
-                break
-            gone.discard(part.name)
+                    why = f"{part.name} failed inside brokerd; its log says why"
+                    found.failures[part.name] = PartFailed(part.name, "internal", why)
+                gone.discard(part.name)
+                return
 
         async def progress() -> None:
             while True:
@@ -538,7 +463,7 @@ class ForgetCoordinator:
                         working=[n for n in working if n not in gone],
                         gone=sorted(gone),
                         waited_s=int(trio.current_time() - started),
-                        bound_s=int(self.wait_s) if until > started else 0,
+                        bound_s=int(self.wait_s) if wait else 0,
                     )
                 )
 
@@ -551,25 +476,25 @@ class ForgetCoordinator:
         return found
 
     async def _record(self, ledger: ForgetLedger) -> tuple[ForgetLedger, str | None]:
-        """Append the forget's audit record if it is still to be; the ledger after, and why not."""
+        """Append the forget's audit record if it is still to be; the ledger, and why not."""
         if isinstance(ledger.record, msgspec.UnsetType):
             return ledger, None
-        record = ledger.record
+        r = ledger.record
         try:
             await self.audit.append_forget(
                 plan=ledger.plan,
-                counts=record.counts,
-                digest=record.digest,
-                surface=record.surface,
-                session=record.session,
+                counts=r.counts,
+                digest=r.digest,
+                surface=r.surface,
+                session=r.session,
             )
         except OSError as exc:
             why = exc.strerror or type(exc).__name__
             log.warning("forget %s: its audit record could not be written (%s)", ledger.plan, why)
             return ledger, f"the audit log could not be written ({why})"
-        recorded = msgspec.structs.replace(ledger, record=msgspec.UNSET)
-        await self._keep(recorded)
-        return recorded, None
+        ledger = msgspec.structs.replace(ledger, record=msgspec.UNSET)
+        await self._keep(ledger)
+        return ledger, None
 
     async def _apply(
         self,
@@ -585,109 +510,87 @@ class ForgetCoordinator:
         has taken the entries out of the memory files, no session opened from then on
         starts with the text in its baseline, so loopd's plan, made after, sees every
         session that could hold it. With `wait` (the owner waits), a part that is not
-        running is waited for; else it is asked once. `text` is given while brokerd has
-        it (this run): a part then plans again, and copies made since are taken out too.
+        running is waited for. With `text`, a part plans again: copies made since go too.
         """
-        plan = ledger.plan
-        request = ForgetApply(plan=plan, text=text)
+        request = ForgetApply(plan=ledger.plan, text=text)
         applied: Round[ForgetApplied] = Round()
-        until = trio.current_time() + self.wait_s if wait else -math.inf
         for name in ledger.unfinished:
             one = await self._round(
-                [name], "apply", tell, until, lambda p: p.ask(request, ForgetApplied)
+                [name], "apply", tell, wait, lambda p: p.ask(request, ForgetApplied)
             )
             applied.answers.update(one.answers)
             applied.failures.update(one.failures)
+            wait = wait and not one.failures  # the owner waits for one part at most
+        done, lost = list(ledger.done), list(ledger.lost)
         for name, answer in applied.answers.items():
-            ledger = ledger.with_done(name)
-            log.info(
-                "forget %s: %s %s: %s%s",
-                plan,
-                name,
-                "had applied it before" if answer.again else "applied",
-                _counted({h.store: h.count for h in answer.holdings}),
-                f", {len(answer.conflicts)} conflicts" if answer.conflicts else "",
-            )
+            done.append(name)
+            how = "had applied it before" if answer.again else "applied"
+            conflicts = f", {len(answer.conflicts)} conflicts" if answer.conflicts else ""
+            counted = _counted({h.store: h.count for h in answer.holdings})
+            log.info("forget %s: %s %s: %s%s", ledger.plan, name, how, counted, conflicts)
         for name, failure in applied.failures.items():
             if failure.code == "forget-unknown":
                 log.error(
                     "forget %s: %s no longer has its plan; what it holds of the text stays "
                     "there until the owner forgets it again (runbook: forget)",
-                    plan,
+                    ledger.plan,
                     name,
                 )
-                ledger = msgspec.structs.replace(ledger, lost=[*ledger.lost, name])
+                lost.append(name)
             else:
                 log.warning(
-                    "forget %s: %s did not apply (%s); asked again", plan, name, failure.code
+                    "forget %s: %s did not apply (%s); asked again", ledger.plan, name, failure.code
                 )
+        ledger = msgspec.structs.replace(ledger, done=done, lost=lost)
         await self._keep(ledger)
         return ledger, applied
 
-    async def _abort(self, ledger: ForgetLedger) -> None:
-        """Tell every part to drop its plan; the ledger goes once all did, else later."""
-        ledger = await self._abort_round(ledger)
-        if ledger.unfinished:
-            assert self._nursery is not None
-            self._nursery.start_soon(self._finish, ledger, None, False)
-        else:
-            await self._done(ledger)
-
-    async def _abort_round(self, ledger: ForgetLedger) -> ForgetLedger:
-        plan = ledger.plan
+    async def _abort(self, ledger: ForgetLedger) -> ForgetLedger:
+        """Tell every unfinished part to drop its plan; the ledger with those done."""
+        request = ForgetAbort(plan=ledger.plan)
         aborted = await self._round(
-            ledger.unfinished,
-            "prepare",
-            _told_nobody,
-            -math.inf,
-            lambda p: p.ask(ForgetAbort(plan=plan), Ok),
+            ledger.unfinished, "prepare", _told_nobody, False, lambda p: p.ask(request, Ok)
         )
-        for name in aborted.answers:
-            ledger = ledger.with_done(name)
-        for name, failure in aborted.failures.items():
-            if failure.code == "forget-decided":  # cannot be: said, and given up
-                log.error("forget %s: %s would not abort: %s", plan, name, failure)
-                ledger = msgspec.structs.replace(ledger, lost=[*ledger.lost, name])
-        if ledger.unfinished:
-            await self._keep(ledger)
+        lost = [n for n, f in aborted.failures.items() if f.code == "forget-decided"]
+        for name in lost:  # it cannot be: said, and given up
+            log.error(
+                "forget %s: %s would not abort: %s", ledger.plan, name, aborted.failures[name]
+            )
+        ledger = msgspec.structs.replace(
+            ledger, done=[*ledger.done, *aborted.answers], lost=[*ledger.lost, *lost]
+        )
+        await self._keep(ledger)
         return ledger
 
-    async def _finish(
-        self, ledger: ForgetLedger, text: str | None = None, now: bool = True
-    ) -> None:
-        """Carry a ledger to its end, trying again with a backoff (at once if `now`).
+    def _start_finishing(self, ledger: ForgetLedger, text: str | None) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(self._finish, ledger, text, ledger.state == "preparing")
+
+    async def _finish(self, ledger: ForgetLedger, text: str | None, now: bool) -> None:
+        """Carry a ledger to its end, trying again with a backoff (the first time at once if `now`).
 
         With the text while this run has it (kept in memory, never written), without it
         after a restart: each part then finishes the plan it keeps.
         """
-        backoff = self._backoff()
-        if not now and await self._stopping(backoff, ledger):
-            return
+        backoff = proto.Backoff(RETRY_FIRST_S, RETRY_LONGEST_S)
         while True:
-            if ledger.state == "committed":
-                ledger, _ = await self._record(ledger)
-                if ledger.unfinished:
-                    ledger, _ = await self._apply(ledger, text)
-            else:
-                ledger = await self._abort_round(ledger)
-            if not ledger.unfinished and isinstance(ledger.record, msgspec.UnsetType):
-                await self._done(ledger)
+            if now:
+                if ledger.state == "preparing":
+                    ledger = await self._abort(ledger)
+                else:
+                    ledger, _ = await self._record(ledger)
+                    if ledger.unfinished:
+                        ledger, _ = await self._apply(ledger, text)
+                if ledger.finished:
+                    await self._done(ledger)
+                    return
+            now = True
+            with trio.move_on_after(backoff.next()):
+                await self._shutdown.wait()
+            if self._shutdown.is_set():
+                left = ", ".join(ledger.unfinished) or "its audit record"
+                log.info("forget %s: %s left to finish at the next start", ledger.plan, left)
                 return
-            if await self._stopping(backoff, ledger):
-                return
-
-    async def _stopping(self, backoff: proto.Backoff, ledger: ForgetLedger) -> bool:
-        """Wait before trying again; True if brokerd is stopping meanwhile."""
-        with trio.move_on_after(backoff.next()):
-            await self._shutdown.wait()
-        if self._shutdown.is_set():
-            log.info(
-                "forget %s: %s left to finish at the next start",
-                ledger.plan,
-                ", ".join(ledger.unfinished) or "its audit record",
-            )
-            return True
-        return False
 
     async def _done(self, ledger: ForgetLedger) -> None:
         try:
@@ -698,8 +601,8 @@ class ForgetCoordinator:
             log.info("forget %s: aborted everywhere", ledger.plan)
         elif ledger.lost:
             log.error(
-                "forget %s: finished, but not in %s (its plan was lost); forget the text again "
-                "(runbook: forget)",
+                "forget %s: finished, but not in %s (its plan was lost); forget the text "
+                "again (runbook: forget)",
                 ledger.plan,
                 ", ".join(ledger.lost),
             )
@@ -709,12 +612,26 @@ class ForgetCoordinator:
         if event is not None:
             event.set()
 
-    async def _write(self, ledger: ForgetLedger) -> None:
-        await trio.to_thread.run_sync(self.ledgers.write, ledger.plan, ledger)
+    async def _write_or_refuse(self, ledger: ForgetLedger) -> None:
+        try:
+            await trio.to_thread.run_sync(self.ledgers.write, ledger.plan, ledger)
+        except OSError as exc:
+            where = self.ledgers.directory
+            why = f"nothing was forgotten: brokerd cannot write {where}: {exc.strerror or exc}"
+            raise ServiceError("audit-unwritable", why) from None
 
     async def _keep(self, ledger: ForgetLedger) -> None:
         """Write a ledger's progress; a failure only means a part is asked once more."""
         try:
-            await self._write(ledger)
+            await trio.to_thread.run_sync(self.ledgers.write, ledger.plan, ledger)
         except OSError as exc:
             log.warning("forget %s: its ledger could not be updated: %s", ledger.plan, exc)
+
+
+AUDIT_PART = "brokerd"
+"""The name of brokerd's own part (its audit log) in a ledger and in an answer."""
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """`journal 2, sessions 3` for the log: stores and counts only."""
+    return ", ".join(f"{store} {count}" for store, count in counts.items()) or "nothing"

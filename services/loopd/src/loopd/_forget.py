@@ -90,7 +90,7 @@ def plan_session(root: Path, session: str, needle: str) -> list[proto.FileEdit]:
     except FileNotFoundError:
         data = b""
     if proto.may_hold(data, needle):  # most logs of a large home: nothing to decode
-        # Split as `apply_file_edit` splits: a final line without its newline is a line.
+        # Split as `apply_file_edits` splits: a final line without its newline is a line.
         lines = proto.line_edits(data.split(b"\n"), needle, _LOG_KINDS)
         if lines:
             edits.append(LinesEdit(path=f"{session}/{proto.LOG_FILE}", lines=lines))
@@ -157,8 +157,8 @@ class SessionsForget:
         self.applied = 0
         """How many applies have begun: a session begun at an older count has its baseline
         (a copy of memory) made again before it is written."""
-        self._since: dict[str, set[str]] = {}
-        """Per plan prepared in this run, the sessions written since (`SessionStore.watch`)."""
+        self._since: dict[str, int] = {}
+        """Per plan made in this run, `SessionStore.writes` when it was made."""
 
     def held(self) -> AbstractAsyncContextManager[None]:
         """No new session is written meanwhile."""
@@ -168,23 +168,11 @@ class SessionsForget:
         """The sessions holding `text`, newest first; writes nothing."""
 
         def found() -> list[Holding]:
-            by_session = _by_session(plan_sessions(self.root, text))
-            messages = [s for s, edits in by_session.items() if _counts(edits)[SESSIONS]]
-            baselines = [s for s, edits in by_session.items() if _counts(edits)[BASELINES]]
-            counts = _counts([e for edits in by_session.values() for e in edits])
+            edits = plan_sessions(self.root, text)
+            plan = proto.ForgetPlan[NoSteps](plan="fg-look00", edits=edits)
             return [
-                Holding(
-                    store=SESSIONS,
-                    count=counts[SESSIONS],
-                    unit="messages",
-                    names=_newest_first(self.root, messages),
-                ),
-                Holding(
-                    store=BASELINES,
-                    count=counts[BASELINES],
-                    unit="sessions",
-                    names=_newest_first(self.root, baselines),
-                ),
+                msgspec.structs.replace(h, names=_newest_first(self.root, h.names))
+                for h in self.holdings(_counts(edits), plan)
             ]
 
         return ForgetLooked(holdings=await trio.to_thread.run_sync(found))
@@ -194,8 +182,7 @@ class SessionsForget:
     ) -> proto.ForgetPlan[NoSteps]:
         """The plan over every session; planned before in this run, over those that may hold it."""
         only = self._looked_at(plan, stored)
-        if plan not in self._since:
-            self._since[plan] = self.store.watch()
+        self._since.setdefault(plan, self.store.writes)
         edits = await trio.to_thread.run_sync(plan_sessions, self.root, text, only)
         if only is not None and stored is not None:  # the sessions not looked at again
             again = set(only)
@@ -207,7 +194,7 @@ class SessionsForget:
         since = self._since.get(plan)
         if stored is None or since is None:
             return None  # planned in an earlier run: every session
-        return {session_of(edit) for edit in stored.edits} | self.store.written(since)
+        return {session_of(edit) for edit in stored.edits} | self.store.written_since(since)
 
     async def apply(
         self, plan: proto.ForgetPlan[NoSteps], text: str | None, keep: proto.Keep[NoSteps]
@@ -228,7 +215,9 @@ class SessionsForget:
                             plan = msgspec.structs.replace(plan, edits=kept, counts=_counts(kept))
                             await keep(plan)
                             edits = fresh
-                    conflicts += await trio.to_thread.run_sync(_apply, self.root, edits)
+                    conflicts += await trio.to_thread.run_sync(
+                        proto.apply_file_edits, self.root, edits
+                    )
                     self.store.drop(session)
             except SessionBusy:
                 busy.append(session)
@@ -247,25 +236,17 @@ class SessionsForget:
 
     async def verify(self, plan: proto.ForgetPlan[NoSteps], text: str | None) -> list[str]:
         """Where a file is not as planned; given the text, every session that still holds it."""
-        since = self._since.pop(plan.plan, None)
-        self.store.unwatch(since)
+        only = self._looked_at(plan.plan, plan)
+        self._since.pop(plan.plan, None)
 
         def problems() -> list[str]:
             found = [p for e in plan.edits for p in proto.verify_file_edit(self.root, e)]
-            if text is None:
-                return found
-            only = None
-            if since is not None:
-                only = {session_of(e) for e in plan.edits} | self.store.written(since)
-            return found + [
-                f"{edit.path}: still holds it" for edit in plan_sessions(self.root, text, only)
-            ]
+            if text is not None:
+                left = plan_sessions(self.root, text, only)
+                found += [f"{edit.path}: still holds it" for edit in left]
+            return found
 
         return await trio.to_thread.run_sync(problems)
-
-    def ended(self, plan: str) -> None:
-        """Stop watching the sessions written for a plan that ended (aborted)."""
-        self.store.unwatch(self._since.pop(plan, None))
 
     def holdings(
         self, counts: dict[str, int], plan: proto.ForgetPlan[NoSteps] | None
@@ -286,10 +267,3 @@ class SessionsForget:
                 names=sorted({session_of(e) for e in edits if isinstance(e, WholeEdit)}),
             ),
         ]
-
-
-def _apply(root: Path, edits: list[proto.FileEdit]) -> list[str]:
-    conflicts: list[str] = []
-    for edit in edits:
-        conflicts += proto.apply_file_edit(root, edit).conflicts
-    return conflicts

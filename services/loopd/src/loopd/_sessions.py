@@ -233,34 +233,20 @@ class SessionStore:
         self.root = root
         self.null_content = null_content
         self._kept: collections.OrderedDict[str, Session] = collections.OrderedDict()
-        self._watches: list[set[str]] = []
-        self._watching = threading.Lock()
+        self.writes = 0
+        """How many times a session was written (made, or a record appended) in this run."""
+        self._written: dict[str, int] = {}
+        self._counting = threading.Lock()
 
-    def watch(self) -> set[str]:
-        """From now on, the ids of the sessions written (made, or a record appended).
-
-        A forget's plan looks at those again, and not at every session. Read it with
-        `written`, end it with `unwatch`.
-        """
-        found: set[str] = set()
-        with self._watching:
-            self._watches.append(found)
-        return found
-
-    def written(self, watch: set[str]) -> set[str]:
-        """The sessions a watch has seen written so far."""
-        with self._watching:
-            return set(watch)
-
-    def unwatch(self, watch: set[str] | None) -> None:
-        """End a watch (None: nothing to end)."""
-        with self._watching:
-            self._watches = [w for w in self._watches if w is not watch]
+    def written_since(self, writes: int) -> set[str]:
+        """The sessions written since `writes` was read (a forget looks at those again)."""
+        with self._counting:
+            return {session for session, n in self._written.items() if n > writes}
 
     def _wrote(self, session: str) -> None:
-        with self._watching:
-            for watch in self._watches:
-                watch.add(session)
+        with self._counting:
+            self.writes += 1
+            self._written[session] = self.writes
 
     def directory(self, session: str) -> Path:
         """The directory of a valid session id (anything else is refused first)."""

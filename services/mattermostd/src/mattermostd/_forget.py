@@ -2,10 +2,10 @@
 
 The state file holds what owners and the model said while it is under way: the text of
 posts in flight, the approvals' messages, arguments and the owner's versions, the
-changes shown and waiting for a yes. A forget redacts the text fields only (ids stay
-ids, whatever the text), with `proto.redact` and `proto.redact_value`; a waiting change
-that holds the text is dropped rather than redacted, since a yes would then apply a
-change nobody was shown. The damaged copies set aside beside the state file are redacted
+changes shown and waiting for a yes. A forget redacts the text fields only, as each
+record's kind says (`proto.redact_record`: ids stay ids, whatever the text); a waiting
+change that holds the text is dropped rather than redacted, since a yes would then apply
+a change nobody was shown. The damaged copies set aside beside the state file are redacted
 as JSON when they decode as JSON, and deleted when they do not (their escapes cannot be
 trusted to show every copy).
 
@@ -21,23 +21,14 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, assert_never
+from typing import Any
 
 import msgspec
-from msgspec import UNSET
 
-import entries
 import proto
 
 from ._api import Post
-from ._state import (
-    DecidedInMattermost,
-    Inflight,
-    OpenApproval,
-    OpenConfirmation,
-    State,
-    Undecided,
-)
+from ._state import Inflight, OpenApproval, State
 
 __all__ = [
     "CARD_PROPS",
@@ -63,78 +54,40 @@ CARD_PROPS = "attachments"
 """The one prop of the bridge's posts that holds text (an approval's card)."""
 
 
-def _inflight_holds(inflight: Inflight, text: str) -> bool:
-    return proto.holds(inflight.text, text)
+def _holding(state: State, text: str) -> list[tuple[Inflight | OpenApproval, Any]]:
+    """The state's posts in flight and approvals holding `text`, each with its redacted form."""
+    records: list[Inflight | OpenApproval] = [*state.inflight, *state.approvals.values()]
+    found = [(record, proto.redact_record(record, text)) for record in records]
+    return [(record, redacted) for record, redacted in found if redacted is not None]
 
 
-def _approval_holds(approval: OpenApproval, text: str) -> bool:
-    if proto.holds(approval.message, text):
-        return True
-    fields = []
-    if approval.arguments is not UNSET:
-        fields.append(approval.arguments)
-    match approval.status:
-        case Undecided(revised=revised):
-            if revised is not UNSET:
-                fields.append(revised)
-        case DecidedInMattermost(text=decided):
-            fields.append(decided)
-        case _:
-            assert_never(approval.status)
-    return any(proto.holds_value(field, text) for field in fields)
-
-
-def _confirmation_holds(confirmation: OpenConfirmation, text: str) -> bool:
-    proposal = confirmation.proposal
-    match proposal:
-        case entries.ForgetProposal(text=forgetting):
-            return proto.holds(forgetting, text)
-        case entries.Proposal(edit=edit):
-            return proto.holds_value(msgspec.to_builtins(edit), text)
-        case _:
-            assert_never(proposal)
+def _waiting(state: State, text: str) -> list[str]:
+    """The changes waiting for a yes that hold `text`."""
+    found = state.confirmations.values()
+    return [c.id for c in found if proto.redact_record(c, text) is not None]
 
 
 def state_holds(state: State, text: str) -> int:
     """How many records of the state hold `text` (posts in flight, approvals, changes)."""
-    return (
-        sum(_inflight_holds(i, text) for i in state.inflight)
-        + sum(_approval_holds(a, text) for a in state.approvals.values())
-        + sum(_confirmation_holds(c, text) for c in state.confirmations.values())
-    )
+    return len(_holding(state, text)) + len(_waiting(state, text))
 
 
 def scrub_state(state: State, text: str) -> int:
     """Take `text` out of the state, in place; how many records held it.
 
     The records are changed where they are, so a turn holding one (a post in flight)
-    sees the redacted text too and never sends `text` to loopd again.
+    sees the redacted text too and never sends `text` to loopd again. A change waiting
+    for a yes is dropped, not redacted: a yes would apply a change nobody was shown.
     """
-    count = 0
-    for inflight in state.inflight:
-        if _inflight_holds(inflight, text):
-            inflight.text = proto.redact(inflight.text, text)
-            count += 1
-    for approval in state.approvals.values():
-        if not _approval_holds(approval, text):
-            continue
-        approval.message = proto.redact(approval.message, text)
-        if approval.arguments is not UNSET:
-            approval.arguments = proto.redact_value(approval.arguments, text)
-        match approval.status:
-            case Undecided(revised=revised):
-                if revised is not UNSET:
-                    approval.status = Undecided(revised=proto.redact_value(revised, text))
-            case DecidedInMattermost(text=decided):
-                approval.status = DecidedInMattermost(text=proto.redact(decided, text))
-            case _:
-                assert_never(approval.status)
-        count += 1
-    dropped = [c.id for c in state.confirmations.values() if _confirmation_holds(c, text)]
+    holding = _holding(state, text)
+    for record, redacted in holding:
+        for name in record.__struct_fields__:
+            setattr(record, name, getattr(redacted, name))
+    dropped = _waiting(state, text)
     for ident in dropped:
         del state.confirmations[ident]
         log.info("the waiting change %s held a forgotten text: it was dropped", ident)
-    return count + len(dropped)
+    return len(holding) + len(dropped)
 
 
 # -- the damaged copies -------------------------------------------------------------------

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import assert_never
+from typing import ClassVar, assert_never
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -83,11 +83,17 @@ class ReplyCreating(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind",
     for the post in the thread before making another.
     """
 
+    KEPT: ClassVar[frozenset[str]] = frozenset({"pending_post_id"})
+    """An id, kept by a forget."""
+
     pending_post_id: str
 
 
 class ReplyPosted(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="posted"):
     """The reply post exists: later versions of the reply edit it."""
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"reply_id"})
+    """An id, kept by a forget."""
 
     reply_id: str
 
@@ -98,6 +104,9 @@ ReplyPost = NoReplyPost | ReplyCreating | ReplyPosted
 
 class Inflight(msgspec.Struct, kw_only=True, omit_defaults=True):
     """An owner post accepted for its session, until its reply is final."""
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"post_id", "channel_id", "root_id", "session"})
+    """Ids, kept by a forget; `text` is what the owner said."""
 
     post_id: str
     channel_id: str
@@ -133,6 +142,11 @@ ApprovalStatus = Undecided | DecidedInMattermost
 class OpenApproval(msgspec.Struct, kw_only=True, omit_defaults=True):
     """An approval the bridge posted, until its call's outcome is shown."""
 
+    KEPT: ClassVar[frozenset[str]] = frozenset(
+        {"id", "session", "channel_id", "root_id", "call_id", "post_ids", "part_ids"}
+    )
+    """Ids, kept by a forget; the message, arguments and versions are text."""
+
     id: str
     session: str
     channel_id: str
@@ -162,6 +176,9 @@ class OpenConfirmation(msgspec.Struct, kw_only=True, omit_defaults=True):
     command worked out again: memory may have changed since); a stale one is refused by
     memoryd and changes nothing.
     """
+
+    KEPT: ClassVar[frozenset[str]] = frozenset({"id", "channel_id", "root_id", "post_id"})
+    """Ids; the proposal is text."""
 
     id: str
     """`cf-` and six characters; its last three are the code the owner names."""

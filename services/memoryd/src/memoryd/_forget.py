@@ -22,7 +22,6 @@ rewritten (no line lost to a rewrite), and the whole index (`Index.forgetting`).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -129,15 +128,12 @@ class MemoryForget:
     async def look(self, text: str) -> ForgetLooked:
         """What of memoryd's stores holds `text`: counts, entries, near matches."""
 
-        def files() -> tuple[list[proto.ForgetEntry], dict[str, int], list[str]]:
-            planned = plan_files(self.memory, text, proto.new_plan_id())
-            return (
-                holding_entries(self.memory, text),
-                planned.counts,
-                near_entries(self.memory, text),
-            )
+        def files() -> tuple[list[proto.ForgetEntry], dict[str, int]]:
+            return _all_entries(self.memory), plan_files(self.memory, text, "fg-look00").counts
 
-        found, counts, near = await trio.to_thread.run_sync(files)
+        every, counts = await trio.to_thread.run_sync(files)
+        found = [e for e in every if proto.holds(e.entry, text)]
+        near = [e.entry for e in every if proto.is_near(e.entry, text)]
         try:
             counts["index"], near_rows = await self.index.look(text)
         except IndexDamaged as exc:
@@ -227,9 +223,6 @@ class MemoryForget:
         """The plan's counts as the owner reads them."""
         return holdings_of(counts)
 
-    def ended(self, plan: str) -> None:
-        """Nothing is kept for a plan beyond its file."""
-
     def apply_files(self, plan: proto.ForgetPlan[MemorySteps]) -> list[str]:
         """Apply a plan's file edits and journal lines, idempotently; blocking.
 
@@ -238,73 +231,40 @@ class MemoryForget:
         """
         steps = plan.steps or MemorySteps()
         with self.files_lock:
-            conflicts = _apply_edits(self.root, plan.edits)
+            conflicts = proto.apply_file_edits(self.root, plan.edits)
             append_journal_lines(self.memory, steps.journal)
         return conflicts
-
-
-def _apply_edits(root: Path, edits: list[proto.FileEdit]) -> list[str]:
-    conflicts: list[str] = []
-    for edit in edits:
-        try:
-            conflicts += proto.apply_file_edit(root, edit).conflicts
-        except ValueError as exc:
-            conflicts.append(str(exc))
-    return conflicts
 
 
 # -- what holds it --------------------------------------------------------------------
 
 
-def redact_journal_line(line: bytes, needle: str, plan: str) -> bytes | None:
-    """A journal line with its text redacted and marked forgotten; None if untouched.
+def _marked(line: proto.LineEdit, plan: str) -> proto.LineEdit:
+    """A journal line's edit, the line marked forgotten by `plan` (its edit not undoable).
 
     A line that is not a journal record (torn, damaged) is redacted as text, unmarked.
     """
-    redacted = proto.redact_line(line, needle, proto.JOURNAL_KINDS)
-    if redacted is None:
-        return None
     try:
-        value = msgspec.json.decode(redacted)
+        value = msgspec.json.decode(line.new)
     except msgspec.DecodeError:
-        return redacted
+        return line
     if not isinstance(value, dict):
-        return redacted
-    value["forgotten"] = plan
-    return _encoder.encode(value)
+        return line
+    return msgspec.structs.replace(line, new=_encoder.encode({**value, "forgotten": plan}).decode())
 
 
-def _lines_edit(root: Path, path: Path, redact: object) -> LinesEdit | None:
-    assert callable(redact)
-    lines = path.read_bytes().split(b"\n")
-    steps = []
-    for number, line in enumerate(lines):
-        new = redact(line)
-        if new is not None and new != line:
-            old = hashlib.sha256(line).hexdigest()
-            steps.append(proto.LineEdit(line=number, old=old, new=new.decode()))
-    if not steps:
-        return None
-    return LinesEdit(path=path.relative_to(root).as_posix(), lines=steps)
-
-
-def holding_entries(memory: MemoryDir, needle: str) -> list[proto.ForgetEntry]:
-    """The entries of memory.md, user.md and archive.md holding `needle` (removed whole)."""
+def _all_entries(memory: MemoryDir) -> list[proto.ForgetEntry]:
+    """Every entry of memory.md, user.md and archive.md (a file that does not parse: none)."""
     found: list[proto.ForgetEntry] = []
     for file in _FILES:
         name = entries.file_name(file)
-        found += [
-            proto.ForgetEntry(file=file, entry=entry)
-            for entry in _entries_of(memory, name)
-            if proto.holds(entry, needle)
-        ]
+        try:
+            parsed = entries.parse(_read_text(memory.path(name)), name=name)
+        except entries.ParseError:
+            continue
+        found += [proto.ForgetEntry(file=file, entry=entry) for entry in parsed]
     archived, _ = entries.parse_archive(_read_text(memory.path("archive.md")))
-    found += [
-        proto.ForgetEntry(file="archive", entry=a.text)
-        for a in archived
-        if proto.holds(a.text, needle)
-    ]
-    return found
+    return found + [proto.ForgetEntry(file="archive", entry=a.text) for a in archived]
 
 
 def _read_text(path: Path) -> str:
@@ -312,21 +272,6 @@ def _read_text(path: Path) -> str:
         return path.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
-
-
-def _entries_of(memory: MemoryDir, name: str) -> tuple[str, ...]:
-    try:
-        return entries.parse(_read_text(memory.path(name)), name=name)
-    except entries.ParseError:
-        return ()
-
-
-def near_entries(memory: MemoryDir, needle: str) -> list[str]:
-    """Entries of the three files holding every word of `needle` but not `needle`."""
-    texts = [e for name in ("memory.md", "user.md") for e in _entries_of(memory, name)]
-    archived, _ = entries.parse_archive(_read_text(memory.path("archive.md")))
-    texts += [a.text for a in archived]
-    return [t for t in texts if proto.is_near(t, needle)]
 
 
 def _archive_without(text: str, needle: str) -> str:
@@ -399,19 +344,18 @@ def plan_files(memory: MemoryDir, needle: str, plan: str) -> FilesPlan:
         after = _archive_without(text, needle)
         edits.append(proto.whole_edit("archive.md", data, after.encode()))
         counts["archive.md"] = len(before) - len(entries.parse_archive(after)[0])
-    for store, directory, redact in (
-        ("journal", memory.edits, lambda line: redact_journal_line(line, needle, plan)),
-        ("recall log", memory.recalls, lambda line: proto.redact_line(line, needle, _RECALLS)),
+    for store, directory, kinds in (
+        ("journal", memory.edits, proto.JOURNAL_KINDS),
+        ("recall log", memory.recalls, (proto.RecallRecord,)),
     ):
         for path in sorted(directory.glob("*.jsonl")) if directory.is_dir() else []:
-            edit = _lines_edit(root, path, redact)
-            if edit is not None:
-                edits.append(edit)
-                counts[store] = counts.get(store, 0) + len(edit.lines)
+            lines = proto.line_edits(path.read_bytes().split(b"\n"), needle, kinds)
+            if store == "journal":
+                lines = [_marked(line, plan) for line in lines]
+            if lines:
+                edits.append(LinesEdit(path=path.relative_to(root).as_posix(), lines=lines))
+                counts[store] = counts.get(store, 0) + len(lines)
     return FilesPlan(edits=edits, journal=journal, counts=counts)
-
-
-_RECALLS = (proto.RecallRecord,)
 
 
 def append_journal_lines(memory: MemoryDir, lines: list[str]) -> None:

@@ -50,15 +50,16 @@ def find(
 ) -> MemoryFound | MemoryAmbiguous | MemoryNotFound:
     """The entry of memory.md or user.md (of `file` only, if given) that `part` names.
 
-    The closest match wins: the entry that is `part` exactly, then one that is `part` in
-    another case, then the entries holding `part` (ignoring case). Several at the closest
-    level are ambiguous: the owner says more of the one they mean.
+    The closest match wins: the entry that is `part` exactly, then one that is `part`
+    folded (in another case, or with invisible characters), then the entries holding
+    `part` (`proto.holds`, the rule a forget finds copies by). Several at the closest level
+    are ambiguous: the owner says more of the one they mean.
 
     Raises:
         MemoryUnavailable: a file cannot be read or parsed.
     """
     wanted = named(part)
-    needle = wanted.casefold()
+    needle = proto.fold(wanted)
     holding: list[FoundEntry] = []
     for memory_file in _FILES if file is None else (file,):
         name = entries.file_name(memory_file)
@@ -67,10 +68,10 @@ def find(
         except entries.ParseError as exc:
             raise MemoryUnavailable(str(exc)) from None
         holding += [
-            FoundEntry(file=memory_file, entry=e) for e in current if needle in e.casefold()
+            FoundEntry(file=memory_file, entry=e) for e in current if proto.holds(e, wanted)
         ]
     exact = [f for f in holding if f.entry == wanted]
-    same = [f for f in holding if f.entry.casefold() == needle]
+    same = [f for f in holding if proto.fold(f.entry) == needle]
     closest = exact or same or holding
     if not closest:
         return MemoryNotFound()

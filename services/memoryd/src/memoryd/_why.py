@@ -74,7 +74,6 @@ def why(
     Raises:
         MemoryUnavailable: memory.md or user.md cannot be read or parsed.
     """
-    needle = part.casefold()
     found: list[tuple[_WhyFile, str, entries.ArchiveEntry | None]] = []
     for memory_file in _FILES:
         name = entries.file_name(memory_file)
@@ -82,9 +81,9 @@ def why(
             current = entries.parse(memory.read(name), name=name)
         except entries.ParseError as exc:
             raise MemoryUnavailable(str(exc)) from None
-        found += [(memory_file, e, None) for e in current if needle in e.casefold()]
+        found += [(memory_file, e, None) for e in current if proto.holds(e, part)]
     for archived in archive_entries(memory.path("archive.md")):
-        if needle in archived.text.casefold():
+        if proto.holds(archived.text, part):
             found.append(("archive", archived.text, archived))
     if not found:
         return MemoryWhyReply(entries=[])

@@ -16,7 +16,9 @@ import msgspec
 import msgspec.inspect as mi
 import pytest
 
+import entries
 import proto
+from mattermostd._state import Inflight, OpenApproval, OpenConfirmation
 
 NEEDLE = "ZEBRA-7731"
 
@@ -48,6 +50,12 @@ KEPT = {
     "AuditRedaction": {"time", "plan", "places", "prev", "mac"},
     "AuditForget": {"time", "session", "plan", "digest", "prev", "mac"},
     "AuditMigration": {"time", "old_last", "prev", "mac"},
+    "Inflight": {"post_id", "channel_id", "root_id", "session"},
+    "ReplyCreating": {"pending_post_id"},
+    "ReplyPosted": {"reply_id"},
+    "OpenApproval": {"id", "session", "channel_id", "root_id", "call_id", "post_ids", "part_ids"},
+    "OpenConfirmation": {"id", "channel_id", "root_id", "post_id"},
+    "Proposal": {"undoes"},
 }
 """Every kind's kept strings, as reviewed: a change here is a decision."""
 
@@ -57,6 +65,7 @@ KINDS: list[tuple[str, tuple[object, ...]]] = [
     ("journal", proto.JOURNAL_KINDS),
     ("recall log", (proto.RecallRecord,)),
     ("audit log", proto.AUDIT_KINDS),
+    ("the bridge's state", (Inflight, OpenApproval, OpenConfirmation)),
 ]
 
 PATTERNED = {proto.SESSION_ID_PATTERN: "chat-abcdefghijkl"}
@@ -165,6 +174,25 @@ def test_the_kept_fields_are_the_reviewed_ones() -> None:
                     names = {f.name for f in struct.fields}
                     assert set(kept) <= names, f"{struct.cls.__name__} keeps no such field"
     assert found == KEPT
+
+
+def test_a_record_is_redacted_as_a_line_of_its_kind() -> None:
+    approval = OpenApproval(
+        id="ap-1",
+        session="mm-root",
+        channel_id="ch",
+        root_id="root",
+        message=f"memory add {NEEDLE}?",
+        arguments=f'{{"text": "{NEEDLE}"}}',
+    )
+    redacted = proto.redact_record(approval, NEEDLE)
+    assert redacted is not None
+    assert redacted.message == f"memory add {proto.MARKER}?"
+    assert redacted.arguments == f'{{"text":"{proto.MARKER}"}}'
+    assert (redacted.id, redacted.session) == ("ap-1", "mm-root")
+    assert proto.redact_record(redacted, NEEDLE) is None
+    proposal = entries.Proposal(edit=proto.MemoryAdd(file="memory", text=NEEDLE.lower()))
+    assert proto.redact_record(proposal, NEEDLE) is not None
 
 
 def test_a_text_field_added_to_a_record_is_redacted_unlisted() -> None:
