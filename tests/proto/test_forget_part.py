@@ -236,3 +236,12 @@ async def test_any_order_of_requests_and_kills_keeps_the_promises(
         assert proto.ForgetPart(store).files.plans.ids() == []
     data = store.log.read_bytes()
     assert [msgspec.json.decode(line) for line in data.splitlines()]  # every line whole
+
+
+async def test_a_plan_whose_end_is_written_goes_at_the_next_start(store: LinesStore) -> None:
+    part = proto.ForgetPart(store)
+    await part.handle(proto.ForgetApply(plan=PLAN, text=SECRET))
+    plan = proto.ForgetPlan[proto.NoSteps](plan=PLAN, stage="committed")
+    part.files.plans.write(PLAN, plan)  # killed between the end's line and the removal
+    assert await proto.ForgetPart(store).recover() == []
+    assert part.files.plans.ids() == []

@@ -100,11 +100,9 @@ from ._forget_plan import LineEdit as LineEdit
 from ._forget_plan import LinesEdit as LinesEdit
 from ._forget_plan import NoSteps as NoSteps
 from ._forget_plan import PlanId as PlanId
-from ._forget_plan import Stage as Stage
 from ._forget_plan import StructFiles as StructFiles
 from ._forget_plan import WholeEdit as WholeEdit
 from ._forget_plan import apply_file_edits as apply_file_edits
-from ._forget_plan import is_plan_id as is_plan_id
 from ._forget_plan import line_edits as line_edits
 from ._forget_plan import new_plan_id as new_plan_id
 from ._forget_plan import verify_file_edit as verify_file_edit
@@ -267,7 +265,6 @@ if TYPE_CHECKING:
     from ._forget_part import ForgetPart as ForgetPart
     from ._forget_part import ForgetStore as ForgetStore
     from ._forget_part import Keep as Keep
-    from ._forget_part import decide as decide
     from ._forget_part import forget_text as forget_text
     from ._main import serve_main as serve_main
     from ._role import SUPERVISOR_FD_ENV as SUPERVISOR_FD_ENV
@@ -306,7 +303,6 @@ _LAZY = {
     "ForgetPart": "_forget_part",
     "ForgetStore": "_forget_part",
     "Keep": "_forget_part",
-    "decide": "_forget_part",
     "forget_text": "_forget_part",
     "serve_main": "_main",
     "LogFormatter": "_role",

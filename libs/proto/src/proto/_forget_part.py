@@ -211,6 +211,26 @@ class ForgetPart(Generic[S]):
                 why = f"{self.store.name} could not do its part: {exc.strerror or exc}"
                 raise ServiceError("forget-failed", why, runbook="forget") from None
 
+    def committed(self) -> list[ForgetPlan[S]]:
+        """The committed plans that have not ended (blocking): what `recover` finishes.
+
+        The file of a plan that ended is removed (a crash came between the two); a damaged
+        plan is logged and left for the owner.
+        """
+        found = []
+        for plan in self.files.plans.ids():
+            if self.files.ended(plan) is not None:
+                self.files.plans.remove(plan)
+                continue
+            try:
+                stored = self.files.plans.read(plan)
+            except ValueError as exc:
+                log.error("forget plan %s is damaged, left as it is: %s", plan, exc)
+                continue
+            if stored is not None and stored.stage == "committed":
+                found.append(stored)
+        return found
+
     async def recover(self) -> list[str]:
         """Finish every committed plan, without the text; the ids finished. At start.
 
@@ -219,17 +239,16 @@ class ForgetPart(Generic[S]):
         """
         finished: list[str] = []
         async with self._lock, self.store.held():
-            for plan in await trio.to_thread.run_sync(self.files.plans.ids):
-                state = await self._state(plan)
-                if not isinstance(state, ForgetPlan) or state.stage != "committed":
-                    continue
+            for plan in await trio.to_thread.run_sync(self.committed):
                 try:
-                    await self._run(ForgetApply(plan=plan), state, None)
+                    await self._run(ForgetApply(plan=plan.plan), plan, None)
                 except (ServiceError, OSError) as exc:
-                    log.warning("forget %s could not finish in %s: %s", plan, self.store.name, exc)
+                    log.warning(
+                        "forget %s could not finish in %s: %s", plan.plan, self.store.name, exc
+                    )
                     continue
-                log.info("finished forget %s in %s at start", plan, self.store.name)
-                finished.append(plan)
+                log.info("finished forget %s in %s at start", plan.plan, self.store.name)
+                finished.append(plan.plan)
         return finished
 
     async def _state(self, plan: str) -> PartState:

@@ -88,20 +88,11 @@ class Memoryd:
         Blocking. Returns how many; their index part follows (`recover`), before the
         index serves.
         """
-        files = self.forget_part.files
-        done = 0
-        for plan in files.plans.ids():
-            try:
-                found = files.plans.read(plan)
-            except ValueError as exc:
-                log.error("forget plan %s is damaged, left as it is: %s", plan, exc)
-                continue
-            if found is None or found.stage != "committed" or files.ended(plan) is not None:
-                continue
-            for conflict in self.forget.apply_files(found):
-                log.warning("forget %s at start: %s", plan, conflict)
-            done += 1
-        return done
+        plans = self.forget_part.committed()
+        for plan in plans:
+            for conflict in self.forget.apply_files(plan):
+                log.warning("forget %s at start: %s", plan.plan, conflict)
+        return len(plans)
 
     async def recover(self, opened: bool) -> None:
         """Before the index serves: finish every committed plan, files and index.
