@@ -408,3 +408,33 @@ async def test_the_index_holds_by_the_one_rule_and_its_check_after_agrees(
         assert await trio.to_thread.run_sync(role.index.verify_forget, needle) == []
         found = await role.index.search(rows[3], 10)
         assert rows[3] in [f.text for f in found.found]  # what does not hold it stays
+
+
+async def test_a_turn_indexed_between_memoryds_part_and_loopds_is_made_again(
+    short_dir: Path,
+) -> None:
+    """memoryd's part goes first; a turn that ends before loopd rewrites its session is
+    indexed from the log as it was, and made again from it once loopd says it rewrote it."""
+    async with running(short_dir) as role:
+        sessions = role.settings.sessions_dir
+        append(sessions, [user("first ZEBRA-7731"), user("tea")])
+        await role.index.session_updated(SESSION)
+        await role.forget_part.handle(ForgetApply(plan=PLAN, text="zebra-7731"))  # memoryd's part
+        append(sessions, [user("it ended meanwhile: zebra-7731 again"), user("more tea")])
+        await role.index.session_updated(SESSION)  # from the log before loopd's part
+        assert await trio.to_thread.run_sync(role.index.holding, "zebra-7731")
+        path = log_path(sessions)  # loopd's part: the log rewritten, memoryd told so
+        lines = path.read_bytes().split(b"\n")
+        kinds = (proto.SessionRecord,)
+        redacted = [proto.redact_line(line, "zebra-7731", kinds) or line for line in lines]
+        proto.write_atomically(path, b"\n".join(redacted))
+        await role.index.session_updated(SESSION, rewritten=True)
+        assert await trio.to_thread.run_sync(role.index.holding, "zebra-7731") == []
+        assert await trio.to_thread.run_sync(role.index.verify_forget, "zebra-7731") == []
+        found = await role.index.search("tea meanwhile", 10)
+        assert sorted(f.text for f in found.found) == [
+            "it ended meanwhile: [forgotten] again",
+            "more tea",
+            "tea",
+        ]
+        assert progress(role.index.path)[f"{SESSION}/0.jsonl"] == 4

@@ -227,7 +227,7 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "ok": set(),
     "memory_block": set(),
     "memory_block_reply": {"text"},
-    "session_updated": {"session"},
+    "session_updated": {"session", "rewritten"},
     "tool_request": {"session", "call", "taint", "authority"},
     "tool_response": {"call_id", "status", "content", "label"},
     "approval_pending": {"approval"},

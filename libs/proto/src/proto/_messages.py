@@ -223,10 +223,15 @@ class MemoryBlockReply(Message, frozen=True, kw_only=True, tag="memory_block_rep
     text: str
 
 
-class SessionUpdated(Message, frozen=True, kw_only=True, tag="session_updated"):
-    """A session's log has new records (sent by loopd after each finished turn)."""
+class SessionUpdated(Message, frozen=True, kw_only=True, tag="session_updated", omit_defaults=True):
+    """A session's log has new records (sent by loopd after each finished turn).
+
+    `rewritten`: loopd rewrote the log for a forget; memoryd makes its rows again from it
+    (a turn that ended meanwhile may have been indexed from the log before).
+    """
 
     session: SessionId
+    rewritten: bool = False
 
 
 # -- broker-memory and loop-broker -----------------------------------------------------

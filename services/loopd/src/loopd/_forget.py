@@ -58,7 +58,7 @@ class SessionBusy(Exception):
 HoldSession = Callable[[str], AbstractAsyncContextManager[None]]
 """Holds a session's turn lock for the block, or raises `SessionBusy`."""
 Notify = Callable[[str], Awaitable[None]]
-"""Tells memoryd a session's log changed (`session_updated`)."""
+"""Tells memoryd a forget rewrote a session's log (`session_updated`, `rewritten`)."""
 
 
 def session_of(edit: proto.FileEdit) -> str:

@@ -142,7 +142,7 @@ class Loopd:
             self.forget.notify = self._notify_memoryd
 
     async def _notify_memoryd(self, session: str) -> None:
-        await notify_memoryd(self.settings.memory_socket, session)
+        await notify_memoryd(self.settings.memory_socket, session, rewritten=True)
 
     async def _serve_forget(
         self, shutdown: trio.Event, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED
@@ -513,7 +513,7 @@ async def _notify_memoryd_once_up(memory_socket: Path, session: str) -> None:
         while not await _answers(memory_socket):
             await trio.sleep(pause_s)
             pause_s = min(pause_s * 2, 1.0)
-    await notify_memoryd(memory_socket, session)
+    await notify_memoryd(memory_socket, session, rewritten=True)
 
 
 async def _answers(socket: Path) -> bool:

@@ -325,11 +325,11 @@ def _new_ids(session: Session, calls: list[ToolCall]) -> list[ToolCall]:
     return fresh
 
 
-async def notify_memoryd(memory_socket: Path, session: str) -> None:
+async def notify_memoryd(memory_socket: Path, session: str, *, rewritten: bool = False) -> None:
     try:
         await proto.call(
             memory_socket,
-            proto.SessionUpdated(session=session),
+            proto.SessionUpdated(session=session, rewritten=rewritten),
             proto.Ok,
             deadline_s=SESSION_UPDATED_DEADLINE_S,
         )

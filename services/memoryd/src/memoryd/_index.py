@@ -12,7 +12,8 @@ In memory, per log, a cursor (records read, bytes read, the session's label afte
 them) spares re-reading a log from the start on each turn; `progress` in the file is
 the truth, and a log without a cursor is walked from its start once. A cursor into a
 file that has been replaced since (loopd rewrites a log for a forget) is not trusted:
-the log is walked again by record count.
+the log is walked again by record count, and its rows are made again from it where they
+differ (`_resync`), as they are when loopd says it rewrote the log.
 
 A forget (`forgetting`, `plan_forget`, `apply_forget`) holds the whole index, rewrites
 the rows holding the text in place (same rowid, same source), then has the WAL
@@ -27,9 +28,10 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import sqlean
 import trio
@@ -41,6 +43,7 @@ from ._logs import (
     ARCHIVE_LOG,
     Cursor,
     Row,
+    SessionLog,
     archive_rows,
     count_records,
     list_logs,
@@ -442,30 +445,34 @@ class Index:
 
     # -- keeping up --------------------------------------------------------------------
 
-    async def session_updated(self, session: str) -> None:
+    async def session_updated(self, session: str, rewritten: bool = False) -> None:
         """Index the records of `session`'s logs past those already indexed.
 
-        While the index is being built (or its file opened) this answers at once: the
-        build, or the catch-up after the opening, reads every log anyway, and a turn's end
-        must not wait for it. During the start-up catch-up it waits, so that a recall
-        after the reply finds the turn.
+        `rewritten`: a forget rewrote the logs, and their rows are made again from them
+        first (`_resync`). While the index is being built (or its file opened) this
+        answers at once: the build, or the catch-up after the opening, reads every log
+        anyway, and a turn's end must not wait for it. During the start-up catch-up it
+        waits, so that a recall after the reply finds the turn.
         """
         if not self.ready.is_set():
             return
         await self.caught_up.wait()
         async with self._write_lock:
             try:
-                await trio.to_thread.run_sync(self._index_session, session)
+                await trio.to_thread.run_sync(self._index_session, session, rewritten)
             except IndexDamaged:
                 self._doubt()
                 raise
 
-    def _index_session(self, session: str) -> None:
+    def _index_session(self, session: str, rewritten: bool = False) -> None:
+        """Index what `session`'s logs gained; first make their rows again if rewritten."""
         writer = self._writing()
         logs = session_logs(self.sources.sessions_dir, session)
         if not logs:
             log.info("session %s has no logs under %s", session, self.sources.sessions_dir)
             return
+        if rewritten:
+            self._resync(writer, session, logs)
         try:
             indexed = {
                 found.key: cursor.records
@@ -484,6 +491,37 @@ class Index:
                 raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
         self._cursors.update(cursors)
 
+    def _resync(self, writer: Writer, session: str, logs: list[SessionLog]) -> None:
+        """Put back each row of `session` whose text its rewritten log no longer gives.
+
+        A forget's part here rewrote the rows holding the text; loopd rewrote the log
+        after. A turn that ended between the two was indexed from the log before: its rows
+        are made again from the log now. Rows are matched by (epoch, record, role, place).
+        """
+        made, _, _ = session_rows(logs, {}, {}, self.sources.max_class)
+        try:
+            now = _by_place((r.epoch, r.record, r.role, r.text) for r in made)
+            held = _by_place(
+                (e, r, role, (rowid, text))
+                for rowid, e, r, role, text in writer.session_texts(session)
+            )
+            steps = [
+                (rowid, _hash(text), now[key])
+                for key, (rowid, text) in held.items()
+                if key in now and now[key] != text
+            ]
+            if steps:
+                with self.vocabulary.removing():
+                    writer.put_back(steps)
+                self.bounds.clear()
+                log.info("made %d row(s) of session %s again from its log", len(steps), session)
+                if self._checkpoint():  # its old text may sit in the WAL
+                    log.info("the WAL kept old rows (a reader); the next forget truncates it")
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
+        for found in logs:
+            self._cursors.pop(found.key, None)
+
     def _bound(self, conn: Connection, first: int, rows: list[Row]) -> None:
         """Fold rows about to be committed into the terms' best scores (or forget those)."""
         try:
@@ -501,9 +539,9 @@ class Index:
         async with self._write_lock:
             indexed = await trio.to_thread.run_sync(self._all_progress)
         pending = await trio.to_thread.run_sync(self._pending, indexed)
-        for session in pending:
+        for session, rewritten in pending.items():
             async with self._write_lock:
-                await trio.to_thread.run_sync(self._index_session, session)
+                await trio.to_thread.run_sync(self._index_session, session, rewritten)
         if pending:
             log.info("caught up %d session(s) with their logs", len(pending))
         await self.archive_changed()
@@ -515,16 +553,18 @@ class Index:
         except sqlean.Error as exc:
             raise IndexDamaged(f"cannot read {self.path}: {exc}") from exc
 
-    def _pending(self, indexed: dict[str, int]) -> list[str]:
-        pending: list[str] = []
+    def _pending(self, indexed: dict[str, int]) -> dict[str, bool]:
+        """The sessions whose logs grew, each with whether one was rewritten (a forget)."""
+        pending: dict[str, bool] = {}
         for found in list_logs(self.sources.sessions_dir):
-            if pending and pending[-1] == found.session:
+            if pending.get(found.session):
                 continue
             cursor = self._cursors.get(found.key)
             try:
                 if cursor is not None and not cursor.still(found.path):
-                    grown = True  # rewritten (a forget): read again by count, not by offset
-                elif cursor is not None:
+                    pending[found.session] = True  # rewritten: its rows are made again
+                    continue
+                if cursor is not None:
                     grown = found.path.stat().st_size > cursor.offset
                 else:
                     grown = count_records(found.path) > indexed.get(found.key, 0)
@@ -532,7 +572,7 @@ class Index:
                 log.warning("cannot read %s: %s; skipped it", found.path, exc)
                 continue
             if grown:
-                pending.append(found.session)
+                pending.setdefault(found.session, False)
         return pending
 
     async def archive_changed(self) -> None:
@@ -831,3 +871,18 @@ def _check_whole(conn: Connection) -> None:
 
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+_Key = tuple[int | None, int, str, int]
+V = TypeVar("V")
+
+
+def _by_place(rows: Iterable[tuple[int | None, int, str, V]]) -> dict[_Key, V]:
+    """Values by (epoch, record, role, place among the record's rows of that role)."""
+    found: dict[_Key, V] = {}
+    places: dict[tuple[int | None, int, str], int] = {}
+    for epoch, record, role, value in rows:
+        place = places.get((epoch, record, role), 0)
+        places[(epoch, record, role)] = place + 1
+        found[(epoch, record, role, place)] = value
+    return found

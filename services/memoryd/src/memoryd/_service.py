@@ -142,7 +142,7 @@ class Memoryd:
                 return await self.memory_block()
             case SessionUpdated():
                 try:
-                    await self.index.session_updated(request.session)
+                    await self.index.session_updated(request.session, request.rewritten)
                 except IndexDamaged as exc:
                     raise ServiceError("memory-index-damaged", str(exc), runbook=RUNBOOK) from None
                 return Ok()

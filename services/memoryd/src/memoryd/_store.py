@@ -240,6 +240,19 @@ class Writer:
             raise
         self.next_rowid = first + len(rows)
 
+    def session_texts(self, session: str) -> list[tuple[int, int | None, int, str, str]]:
+        """The rows of a session's logs: rowid, epoch, record, role and text, in rowid order.
+
+        A scan of `sources` (it has no index by session): for a log a forget rewrote.
+        """
+        found = self.conn.execute(
+            "SELECT s.rowid, s.epoch, s.record, s.role, h.text FROM sources AS s "
+            "JOIN hits AS h ON h.rowid = s.rowid WHERE s.kind = 'session' AND s.session = ? "
+            "ORDER BY s.rowid",
+            (session,),
+        )
+        return [(int(a), e, int(r), str(role), str(t)) for a, e, r, role, t in found]
+
     def put_back(self, steps: list[tuple[int, str, str]]) -> tuple[int, int, list[str]]:
         """Put rows back with new text, same rowid and source: `(rowid, old hash, new)`.
 
