@@ -247,8 +247,10 @@ class Broker:
 
     forgets: list[proto.Forget] = field(default_factory=list)
     previews: list[str] = field(default_factory=list)
+    waits: int = 0
+    """How many `forget_progress` frames come before a forget's answer."""
 
-    async def __call__(self, request: proto.Message, _: proto.Connection) -> proto.Message:
+    async def __call__(self, request: proto.Message, conn: proto.Connection) -> proto.Message:
         match request:
             case proto.ApprovalsList():
                 return proto.Approvals(pending=[])
@@ -259,6 +261,12 @@ class Broker:
                 )
             case proto.Forget():
                 self.forgets.append(request)
+                for _ in range(self.waits):  # memoryd restarting: the owner is told, once
+                    await conn.send(
+                        proto.ForgetProgress(
+                            step="prepare", gone=["memoryd"], waited_s=2, bound_s=60
+                        )
+                    )
                 return proto.Forgotten(
                     plan="fg-abcdefghjkmn",
                     holdings=[proto.Holding(store="audit", count=2, unit="records")],
@@ -482,3 +490,14 @@ async def test_forget_with_yes_forgets_at_once_and_edits_its_answer_too(running:
     )
     assert all(holds_no_copy(msgspec.json.encode(p.to_json())) for p in run.bot_posts())
     assert holds_no_copy(run.state_file.read_bytes())
+
+
+async def test_a_forget_waiting_for_a_role_says_so_in_the_thread_once(running: Running) -> None:
+    run = running
+    run.broker.waits = 3
+    run.says(f"!forget --yes {SECRET}")
+    await run.bot_says("in Mattermost:")
+    said = [p.message for p in run.bot_posts()]
+    waiting = [m for m in said if m.startswith("waiting for memoryd to come back")]
+    assert waiting == ["waiting for memoryd to come back (not running): 2 s of at most 60 s"]
+    assert said.index(waiting[0]) < next(i for i, m in enumerate(said) if "forgotten," in m)

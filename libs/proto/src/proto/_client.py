@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -103,7 +103,7 @@ async def call(
     *,
     deadline_s: float | None = None,
     max_frame_bytes: int = MAX_FRAME,
-    on_progress: Callable[[Message], None] | None = None,
+    on_progress: Callable[[Message], Awaitable[None] | None] | None = None,
 ) -> M:
     """Send `request` to `path` and return its one reply, which must be an `expect`.
 
@@ -128,8 +128,9 @@ async def call(
                 reply = await _next_frame(exchange, stream)
             if not isinstance(reply, PROGRESS):
                 return exchange.expected(reply, expect)
-            if on_progress is not None:
-                on_progress(reply)
+            told = None if on_progress is None else on_progress(reply)
+            if told is not None:
+                await told
             deadline = _deadline(deadline_s)
 
 

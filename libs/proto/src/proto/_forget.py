@@ -63,7 +63,7 @@ _WORD = re.compile(r"\w+")
 def forget_problem(text: str) -> str | None:
     """Why `text` cannot be forgotten as given, as a sentence; None when it can."""
     stripped = text.strip()
-    if len(fold(stripped)) < FORGET_MIN_CHARS:
+    if len(_INVISIBLE.sub("", stripped)) < FORGET_MIN_CHARS:  # what the owner sees
         return f"say what to forget: at least {FORGET_MIN_CHARS} characters"
     if len(stripped) > FORGET_MAX_CHARS:
         return (

@@ -102,7 +102,8 @@ class Desk:
                     # decided: the state holds no copy from now on, whatever happens next
                     early = self.ledger.forget(proposal.text)
                 try:
-                    text = entries.to_markdown(await self._drive(steps, early))
+                    where = (confirmation.channel_id, confirmation.root_id)
+                    text = entries.to_markdown(await self._drive(steps, early, where))
                 except proto.CallFailed as exc:
                     text = _failed(exc)
                 if isinstance(proposal, entries.ForgetProposal):
@@ -142,7 +143,7 @@ class Desk:
                 steps = entries.run_command(
                     command, surface=surface, session=session, where="mattermost"
                 )
-                result = await self._drive(steps)
+                result = await self._drive(steps, where=(post.channel_id, post.root_id or post.id))
                 match result:
                     case entries.Answer():
                         if isinstance(
@@ -158,13 +159,28 @@ class Desk:
                     case _:
                         assert_never(result)
 
-    async def _drive(self, steps: entries.Steps[T], early: list[proto.Holding] | None = None) -> T:
+    async def _drive(
+        self,
+        steps: entries.Steps[T],
+        early: list[proto.Holding] | None = None,
+        where: tuple[str, str] | None = None,
+    ) -> T:
         """Run a command's steps: each request to its role's owner socket, the reply sent in.
 
         The bridge answers what is asked of the surface itself (`_own_part`); `early` is
-        what a forget already took out of its files when the owner said yes.
+        what a forget already took out of its files when the owner said yes. A forget that
+        waits for a role that is not running says so in the thread (`where`), once a role.
         """
         sockets = {"memoryd": self.s.memory_socket, "brokerd": self.s.broker_socket}
+        said: set[str] = set()
+
+        async def told(frame: proto.Message) -> None:
+            if where is None or not isinstance(frame, proto.ForgetProgress):
+                return
+            if new := [role for role in frame.gone if role not in said]:
+                said.update(new)
+                await self.out.post(*where, entries.describe_progress(frame))
+
         try:
             step = next(steps)
             while True:
@@ -176,6 +192,7 @@ class Desk:
                         step.request,
                         proto.Message,
                         deadline_s=self.s.call_timeout_s,
+                        on_progress=told,
                     )
                 step = steps.send(reply)
         except StopIteration as done:
