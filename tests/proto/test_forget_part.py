@@ -245,3 +245,14 @@ async def test_a_plan_whose_end_is_written_goes_at_the_next_start(store: LinesSt
     part.files.plans.write(PLAN, plan)  # killed between the end's line and the removal
     assert await proto.ForgetPart(store).recover() == []
     assert part.files.plans.ids() == []
+
+
+async def test_a_plan_committed_before_stages_existed_is_finished(store: LinesStore) -> None:
+    part = proto.ForgetPart(store)
+    await part.handle(proto.ForgetPrepare(plan=PLAN, text=SECRET))
+    path = part.files.plans.path(PLAN)
+    old = msgspec.json.decode(path.read_bytes())
+    old.pop("stage", None)  # a prepared plan writes none either
+    path.write_bytes(msgspec.json.encode({**old, "committed": True}))  # as the last version wrote
+    assert await proto.ForgetPart(store).recover() == [PLAN]
+    assert holding_files(store.root, SECRET) == []

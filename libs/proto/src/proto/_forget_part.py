@@ -223,7 +223,7 @@ class ForgetPart(Generic[S]):
                 self.files.plans.remove(plan)
                 continue
             try:
-                stored = self.files.plans.read(plan)
+                stored = _read(self.files, plan)
             except ValueError as exc:
                 log.error("forget plan %s is damaged, left as it is: %s", plan, exc)
                 continue
@@ -257,7 +257,7 @@ class ForgetPart(Generic[S]):
             if ended is not None:
                 self.files.plans.remove(plan)  # a crash between the end and the removal
                 return ended
-            return self.files.plans.read(plan)
+            return _read(self.files, plan)
 
         try:
             return await trio.to_thread.run_sync(read)
@@ -287,7 +287,7 @@ class ForgetPart(Generic[S]):
             elif step == "apply":
                 assert plan is not None
                 conflicts += await store.apply(plan, text, write)
-                plan = await trio.to_thread.run_sync(files.plans.read, request.plan) or plan
+                plan = await trio.to_thread.run_sync(_read, files, request.plan) or plan
                 conflicts += await store.verify(plan, text)
             elif step.startswith("end: "):
                 end: Literal["applied", "aborted"] = (
@@ -309,3 +309,11 @@ class ForgetPart(Generic[S]):
                 )
             case _:
                 return Ok()
+
+
+def _read(files: ForgetFiles[S], plan: str) -> ForgetPlan[S] | None:
+    """A part's plan, as it is on disk (one written before `stage` read as its stage)."""
+    stored = files.plans.read(plan)
+    if stored is not None and stored.committed:
+        return msgspec.structs.replace(stored, stage="committed", committed=False)
+    return stored

@@ -123,6 +123,8 @@ class ForgetPlan(msgspec.Struct, Generic[S], frozen=True, kw_only=True, omit_def
     """What it changes, by store (for the reply and the audit record): no text."""
     steps: S | None = None
     """The store's own steps besides file edits, if it has any."""
+    committed: bool = False
+    """How a plan written before `stage` said it was committed (read as `stage`)."""
 
 
 class Ended(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
