@@ -502,3 +502,19 @@ def test_history_tells_a_forgets_own_line_from_a_hand_change(
         forgotten=forgotten,
     )
     assert _by_a_forget(change) is by_a_forget
+
+
+def test_a_forget_waiting_says_what_it_waits_for_once_a_change(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bxctl._memory import _status
+
+    waiting = proto.ForgetProgress(step="prepare", gone=["memoryd"], waited_s=2, bound_s=60)
+    with _status() as show:
+        show(waiting)
+        show(msgspec.structs.replace(waiting, waited_s=4))  # the same wait: said once
+        show(proto.ForgetProgress(step="apply", working=["loopd"], waited_s=6))
+    assert capsys.readouterr().err.splitlines() == [
+        "waiting for memoryd to come back (not running): 2 s of at most 60 s",
+        "loopd still forgetting (6 s)",
+    ]

@@ -28,10 +28,9 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TypeVar
 
 import sqlean
 import trio
@@ -496,19 +495,18 @@ class Index:
 
         A forget's part here rewrote the rows holding the text; loopd rewrote the log
         after. A turn that ended between the two was indexed from the log before: its rows
-        are made again from the log now. Rows are matched by (epoch, record, role, place).
+        are made again from the log now, matched in order (rowid, and the log's order).
         """
         made, _, _ = session_rows(logs, {}, {}, self.sources.max_class)
         try:
-            now = _by_place((r.epoch, r.record, r.role, r.text) for r in made)
-            held = _by_place(
-                (e, r, role, (rowid, text))
-                for rowid, e, r, role, text in writer.session_texts(session)
-            )
+            held = writer.session_texts(session)
+            if [(r.epoch, r.record, r.role) for r in made[: len(held)]] != [h[1:4] for h in held]:
+                log.warning("the rows of session %s are not its log's; left as they are", session)
+                return
             steps = [
-                (rowid, _hash(text), now[key])
-                for key, (rowid, text) in held.items()
-                if key in now and now[key] != text
+                (rowid, _hash(text), row.text)
+                for (rowid, _, _, _, text), row in zip(held, made, strict=False)
+                if row.text != text
             ]
             if steps:
                 with self.vocabulary.removing():
@@ -871,18 +869,3 @@ def _check_whole(conn: Connection) -> None:
 
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-_Key = tuple[int | None, int, str, int]
-V = TypeVar("V")
-
-
-def _by_place(rows: Iterable[tuple[int | None, int, str, V]]) -> dict[_Key, V]:
-    """Values by (epoch, record, role, place among the record's rows of that role)."""
-    found: dict[_Key, V] = {}
-    places: dict[tuple[int | None, int, str], int] = {}
-    for epoch, record, role, value in rows:
-        place = places.get((epoch, record, role), 0)
-        places[(epoch, record, role)] = place + 1
-        found[(epoch, record, role, place)] = value
-    return found

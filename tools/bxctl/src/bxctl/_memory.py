@@ -14,7 +14,8 @@ role about its stores, and `OwnFiles` answers (the chat's input history).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -119,7 +120,7 @@ def drive(home: Path, steps: entries.Steps[T], own: OwnFiles | None = None) -> T
                 step = steps.send(own.answer(step.request))
                 continue
             spec = _SOCKETS[step.role]
-            with _Status() as status:
+            with _status() as status:
                 reply = ask(
                     sockets.path(spec), spec, step.request, proto.Message, on_progress=status
                 )
@@ -132,36 +133,27 @@ def drive(home: Path, steps: entries.Steps[T], own: OwnFiles | None = None) -> T
         return result
 
 
-class _Status:
-    """A long request's progress (a forget waiting for a role) on standard error.
+@contextmanager
+def _status() -> Iterator[Callable[[proto.Message], None]]:
+    """Show a long request's progress (a forget waiting for a role) on standard error.
 
     On a terminal, one line written over as it changes and cleared at the end; elsewhere,
     a line each time what is waited for changes.
     """
+    live, shown, said = sys.stderr.isatty(), [False], [""]
 
-    def __init__(self) -> None:
-        self.live = sys.stderr.isatty()
-        self.shown = ""
-        self.said = ""
-
-    def __enter__(self) -> _Status:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self.live and self.shown:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
-
-    def __call__(self, frame: proto.Message) -> None:
+    def show(frame: proto.Message) -> None:
         if not isinstance(frame, proto.ForgetProgress):
             return
-        text = entries.describe_progress(frame)
-        if self.live:
-            sys.stderr.write("\r\x1b[K" + text)
-            self.shown = text
-        elif (said := f"{frame.step} {frame.working} {frame.gone}") != self.said:
-            sys.stderr.write(text + "\n")
-            self.said = said
+        text, now = entries.describe_progress(frame), f"{frame.step} {frame.working} {frame.gone}"
+        if live or now != said[0]:
+            sys.stderr.write("\r\x1b[K" + text if live else text + "\n")
+            sys.stderr.flush()
+        shown[0], said[0] = True, now
+
+    yield show
+    if live and shown[0]:
+        sys.stderr.write("\r\x1b[K")
         sys.stderr.flush()
 
 
