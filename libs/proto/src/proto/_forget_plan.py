@@ -17,7 +17,6 @@ way a Struct is kept in a file of its own (plans here, brokerd's ledgers).
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -51,8 +50,6 @@ __all__ = [
     "verify_file_edit",
     "whole_edit",
 ]
-
-log = logging.getLogger("proto.forget")
 
 _PLAN_ID = r"^fg-[0-9a-z]{6,40}$"
 PlanId = Annotated[str, msgspec.Meta(pattern=_PLAN_ID)]

@@ -77,6 +77,9 @@ FORGOTTEN_BY_OWNER = "forgotten by the owner"
 MAX_NEAR = 10
 """How many near matches a preview offers."""
 
+AUDIT_PART = "brokerd"
+"""The name of brokerd's own part (its audit log) in a ledger and in an answer."""
+
 RETRY_FIRST_S, RETRY_LONGEST_S = 0.5, 10.0
 """How a part that did not answer is asked again (`proto.Backoff`)."""
 
@@ -626,10 +629,6 @@ class ForgetCoordinator:
             await trio.to_thread.run_sync(self.ledgers.write, ledger.plan, ledger)
         except OSError as exc:
             log.warning("forget %s: its ledger could not be updated: %s", ledger.plan, exc)
-
-
-AUDIT_PART = "brokerd"
-"""The name of brokerd's own part (its audit log) in a ledger and in an answer."""
 
 
 def _counted(counts: dict[str, int]) -> str:
