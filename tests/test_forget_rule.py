@@ -114,7 +114,7 @@ async def loopd_agrees(base: Path, needle: str, said: list[str], holding: list[s
     async def hold(session: str) -> AsyncIterator[None]:
         yield
 
-    async def notify(session: str) -> None:
+    async def notify(session: str, plan: str) -> None:
         return None
 
     sessions = SessionsForget(store, hold, notify)

@@ -428,7 +428,7 @@ async def test_a_turn_indexed_between_memoryds_part_and_loopds_is_made_again(
         kinds = (proto.SessionRecord,)
         redacted = [proto.redact_line(line, "zebra-7731", kinds) or line for line in lines]
         proto.write_atomically(path, b"\n".join(redacted))
-        await role.index.session_updated(SESSION, rewritten=True)
+        await role.index.session_updated(SESSION, rewritten=PLAN)
         assert await trio.to_thread.run_sync(role.index.holding, "zebra-7731") == []
         assert await trio.to_thread.run_sync(role.index.verify_forget, "zebra-7731") == []
         found = await role.index.search("tea meanwhile", 10)
@@ -438,3 +438,20 @@ async def test_a_turn_indexed_between_memoryds_part_and_loopds_is_made_again(
             "tea",
         ]
         assert progress(role.index.path)[f"{SESSION}/0.jsonl"] == 4
+
+
+async def test_a_log_rewritten_for_a_forget_memoryd_does_not_know_is_made_again_whole(
+    short_dir: Path,
+) -> None:
+    """memoryd restarted since its part of the forget: every row of the session is looked at."""
+    async with running(short_dir) as role:
+        sessions = role.settings.sessions_dir
+        append(sessions, [user("first ZEBRA-7731"), user("tea")])
+        await role.index.session_updated(SESSION)
+        path = log_path(sessions)
+        lines = path.read_bytes().split(b"\n")
+        kinds = (proto.SessionRecord,)
+        redacted = [proto.redact_line(line, "zebra-7731", kinds) or line for line in lines]
+        proto.write_atomically(path, b"\n".join(redacted))
+        await role.index.session_updated(SESSION, rewritten="fg-notknownhere1")
+        assert await trio.to_thread.run_sync(role.index.holding, "zebra-7731") == []

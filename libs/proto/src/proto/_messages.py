@@ -226,12 +226,13 @@ class MemoryBlockReply(Message, frozen=True, kw_only=True, tag="memory_block_rep
 class SessionUpdated(Message, frozen=True, kw_only=True, tag="session_updated", omit_defaults=True):
     """A session's log has new records (sent by loopd after each finished turn).
 
-    `rewritten`: loopd rewrote the log for a forget; memoryd makes its rows again from it
-    (a turn that ended meanwhile may have been indexed from the log before).
+    `rewritten`: the forget (its plan id) for which loopd rewrote the log; memoryd makes
+    the rows it indexed since its own part of that forget again from the log (a turn that
+    ended in between was indexed from the log before).
     """
 
     session: SessionId
-    rewritten: bool = False
+    rewritten: str | None = None
 
 
 # -- broker-memory and loop-broker -----------------------------------------------------

@@ -57,8 +57,8 @@ class SessionBusy(Exception):
 
 HoldSession = Callable[[str], AbstractAsyncContextManager[None]]
 """Holds a session's turn lock for the block, or raises `SessionBusy`."""
-Notify = Callable[[str], Awaitable[None]]
-"""Tells memoryd a forget rewrote a session's log (`session_updated`, `rewritten`)."""
+Notify = Callable[[str, str], Awaitable[None]]
+"""Tells memoryd a forget (session, plan id) rewrote a session's log (`session_updated`)."""
 
 
 def session_of(edit: proto.FileEdit) -> str:
@@ -222,7 +222,7 @@ class SessionsForget:
             except SessionBusy:
                 busy.append(session)
                 continue
-            await self.notify(session)
+            await self.notify(session, plan.plan)
         if busy:
             log.info("forget %s waits for the turns of %s", plan.plan, ", ".join(busy))
             raise ServiceError(

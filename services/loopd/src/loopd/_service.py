@@ -132,8 +132,8 @@ class Loopd:
     async def recover(self, work: trio.Nursery) -> None:
         """Finish committed forget plans; memoryd is told about each session, once it is up."""
 
-        async def once_up(session: str) -> None:
-            work.start_soon(_notify_memoryd_once_up, self.settings.memory_socket, session)
+        async def once_up(session: str, plan: str) -> None:
+            work.start_soon(_notify_memoryd_once_up, self.settings.memory_socket, session, plan)
 
         self.forget.notify = once_up
         try:
@@ -141,8 +141,8 @@ class Loopd:
         finally:
             self.forget.notify = self._notify_memoryd
 
-    async def _notify_memoryd(self, session: str) -> None:
-        await notify_memoryd(self.settings.memory_socket, session, rewritten=True)
+    async def _notify_memoryd(self, session: str, plan: str) -> None:
+        await notify_memoryd(self.settings.memory_socket, session, rewritten=plan)
 
     async def _serve_forget(
         self, shutdown: trio.Event, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED
@@ -502,7 +502,7 @@ RECOVERED_NOTIFY_DEADLINE_S = 60.0
 readiness deadline): roles start side by side, so memoryd may not answer yet."""
 
 
-async def _notify_memoryd_once_up(memory_socket: Path, session: str) -> None:
+async def _notify_memoryd_once_up(memory_socket: Path, session: str, plan: str) -> None:
     """`session_updated` for a rewritten session, once memoryd answers on its socket.
 
     memoryd's own catch-up at its start counts a log's lines, and a forget keeps them, so
@@ -513,7 +513,7 @@ async def _notify_memoryd_once_up(memory_socket: Path, session: str) -> None:
         while not await _answers(memory_socket):
             await trio.sleep(pause_s)
             pause_s = min(pause_s * 2, 1.0)
-    await notify_memoryd(memory_socket, session, rewritten=True)
+    await notify_memoryd(memory_socket, session, rewritten=plan)
 
 
 async def _answers(socket: Path) -> bool:

@@ -325,7 +325,9 @@ def _new_ids(session: Session, calls: list[ToolCall]) -> list[ToolCall]:
     return fresh
 
 
-async def notify_memoryd(memory_socket: Path, session: str, *, rewritten: bool = False) -> None:
+async def notify_memoryd(
+    memory_socket: Path, session: str, *, rewritten: str | None = None
+) -> None:
     try:
         await proto.call(
             memory_socket,

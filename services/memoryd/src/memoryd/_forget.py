@@ -190,7 +190,7 @@ class MemoryForget:
             )
         try:
             rows, vacuum = await trio.to_thread.run_sync(
-                self.index.apply_forget, steps.rows, steps.archive
+                self.index.apply_forget, plan.plan, steps.rows, steps.archive
             )
             self.index.recount()
             if vacuum:

@@ -28,9 +28,10 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import sqlean
 import trio
@@ -167,6 +168,8 @@ class Index:
         self._write_lock = trio.Lock()
         self._rebuild_lock = trio.Lock()
         self._cursors: dict[str, Cursor] = {}
+        self._forgot_from: dict[str, int] = {}
+        """Per forget applied here in this run, the first rowid after its rows were put back."""
         self._archive_size: int | None = None
         self._rescan = trio.Event()
         self._checked_whole = False
@@ -444,13 +447,14 @@ class Index:
 
     # -- keeping up --------------------------------------------------------------------
 
-    async def session_updated(self, session: str, rewritten: bool = False) -> None:
+    async def session_updated(self, session: str, rewritten: str | None = None) -> None:
         """Index the records of `session`'s logs past those already indexed.
 
-        `rewritten`: a forget rewrote the logs, and their rows are made again from them
-        first (`_resync`). While the index is being built (or its file opened) this
-        answers at once: the build, or the catch-up after the opening, reads every log
-        anyway, and a turn's end must not wait for it. During the start-up catch-up it
+        `rewritten`: the forget (its plan id) that rewrote the logs; the rows indexed
+        since this part of it are made again from them first (`_resync`). While the index
+        is being built (or its file opened) this answers at once: the build, or the
+        catch-up after the opening, reads every log anyway, and a turn's end must not wait
+        for it. During the start-up catch-up it
         waits, so that a recall after the reply finds the turn.
         """
         if not self.ready.is_set():
@@ -458,20 +462,21 @@ class Index:
         await self.caught_up.wait()
         async with self._write_lock:
             try:
-                await trio.to_thread.run_sync(self._index_session, session, rewritten)
+                since = None if rewritten is None else self._forgot_from.get(rewritten, 0)
+                await trio.to_thread.run_sync(self._index_session, session, since)
             except IndexDamaged:
                 self._doubt()
                 raise
 
-    def _index_session(self, session: str, rewritten: bool = False) -> None:
-        """Index what `session`'s logs gained; first make their rows again if rewritten."""
+    def _index_session(self, session: str, resync_from: int | None = None) -> None:
+        """Index what `session`'s logs gained; first make its rows from `resync_from` again."""
         writer = self._writing()
         logs = session_logs(self.sources.sessions_dir, session)
         if not logs:
             log.info("session %s has no logs under %s", session, self.sources.sessions_dir)
             return
-        if rewritten:
-            self._resync(writer, session, logs)
+        if resync_from is not None:
+            self._resync(writer, session, logs, resync_from)
         try:
             indexed = {
                 found.key: cursor.records
@@ -490,23 +495,26 @@ class Index:
                 raise IndexDamaged(f"cannot write to {self.path}: {exc}") from exc
         self._cursors.update(cursors)
 
-    def _resync(self, writer: Writer, session: str, logs: list[SessionLog]) -> None:
-        """Put back each row of `session` whose text its rewritten log no longer gives.
+    def _resync(self, writer: Writer, session: str, logs: list[SessionLog], since: int) -> None:
+        """Put back each row of `session` from rowid `since` whose text its log no longer gives.
 
-        A forget's part here rewrote the rows holding the text; loopd rewrote the log
-        after. A turn that ended between the two was indexed from the log before: its rows
-        are made again from the log now, matched in order (rowid, and the log's order).
+        A forget's part here rewrote the rows holding the text, and noted where the rows
+        stood (`since`); loopd rewrote the log after. A turn that ended between the two was
+        indexed from the log before: its rows are made again from the log now, matched by
+        (epoch, record, role, place). Without a note (memoryd restarted), every row of the
+        session is looked at: one scan of `sources`.
         """
         made, _, _ = session_rows(logs, {}, {}, self.sources.max_class)
         try:
-            held = writer.session_texts(session)
-            if [(r.epoch, r.record, r.role) for r in made[: len(held)]] != [h[1:4] for h in held]:
-                log.warning("the rows of session %s are not its log's; left as they are", session)
-                return
+            now = _by_place((r.epoch, r.record, r.role, r.text) for r in made)
+            held = _by_place(
+                (epoch, record, role, (rowid, text))
+                for rowid, epoch, record, role, text in writer.session_texts(session, since)
+            )
             steps = [
-                (rowid, _hash(text), row.text)
-                for (rowid, _, _, _, text), row in zip(held, made, strict=False)
-                if row.text != text
+                (rowid, _hash(text), now[key])
+                for key, (rowid, text) in held.items()
+                if key in now and now[key] != text
             ]
             if steps:
                 with self.vocabulary.removing():
@@ -539,7 +547,8 @@ class Index:
         pending = await trio.to_thread.run_sync(self._pending, indexed)
         for session, rewritten in pending.items():
             async with self._write_lock:
-                await trio.to_thread.run_sync(self._index_session, session, rewritten)
+                since = 0 if rewritten else None  # which forget is not known: every row
+                await trio.to_thread.run_sync(self._index_session, session, since)
         if pending:
             log.info("caught up %d session(s) with their logs", len(pending))
         await self.archive_changed()
@@ -779,7 +788,9 @@ class Index:
             return []
         return [str(text) for (text,) in found if proto.is_near(str(text), needle)]
 
-    def apply_forget(self, rows: list[proto.LineEdit], archive: bool) -> tuple[list[str], bool]:
+    def apply_forget(
+        self, plan: str, rows: list[proto.LineEdit], archive: bool
+    ) -> tuple[list[str], bool]:
         """Put the rows back redacted and read archive rows again (blocking; under `forgetting`).
 
         Sets FTS5's `secure-delete` first where the index was built before it. Every
@@ -788,6 +799,7 @@ class Index:
         one `VACUUM` (it was built before `secure-delete`: its freed pages may hold text).
         """
         writer = self._writing()
+        self._forgot_from.setdefault(plan, writer.next_rowid)  # rows after it: `_resync`'s
         conflicts: list[str] = []
         try:
             vacuum = not secure_fts(writer.conn)
@@ -869,3 +881,18 @@ def _check_whole(conn: Connection) -> None:
 
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+_Key = tuple[int | None, int, str, int]
+V = TypeVar("V")
+
+
+def _by_place(rows: Iterable[tuple[int | None, int, str, V]]) -> dict[_Key, V]:
+    """Values by (epoch, record, role, place among the record's rows of that role)."""
+    found: dict[_Key, V] = {}
+    places: dict[tuple[int | None, int, str], int] = {}
+    for epoch, record, role, value in rows:
+        place = places.get((epoch, record, role), 0)
+        places[(epoch, record, role)] = place + 1
+        found[(epoch, record, role, place)] = value
+    return found

@@ -240,18 +240,28 @@ class Writer:
             raise
         self.next_rowid = first + len(rows)
 
-    def session_texts(self, session: str) -> list[tuple[int, int | None, int, str, str]]:
-        """The rows of a session's logs: rowid, epoch, record, role and text, in rowid order.
+    def session_texts(
+        self, session: str, since: int = 0
+    ) -> list[tuple[int, int | None, int, str, str]]:
+        """The rows of a session's logs from rowid `since`: rowid, epoch, record, role, text.
 
-        A scan of `sources` (it has no index by session): for a log a forget rewrote.
+        A range of `sources` by its key from `since` (0: a scan of it all, which has no
+        index by session): for a log a forget rewrote.
         """
-        found = self.conn.execute(
-            "SELECT s.rowid, s.epoch, s.record, s.role, h.text FROM sources AS s "
-            "JOIN hits AS h ON h.rowid = s.rowid WHERE s.kind = 'session' AND s.session = ? "
-            "ORDER BY s.rowid",
-            (session,),
-        )
-        return [(int(a), e, int(r), str(role), str(t)) for a, e, r, role, t in found]
+        sources = self.conn.execute(
+            "SELECT rowid, epoch, record, role FROM sources "
+            "WHERE rowid >= ? AND kind = 'session' AND session = ? ORDER BY rowid",
+            (since, session),
+        ).fetchall()
+        texts: dict[int, str] = {}
+        for start in range(0, len(sources), 500):  # by key: FTS5 is never scanned whole
+            part = [row[0] for row in sources[start : start + 500]]
+            marks = ",".join("?" * len(part))
+            found = self.conn.execute(
+                f"SELECT rowid, text FROM hits WHERE rowid IN ({marks})", part
+            )
+            texts.update((int(rowid), str(text)) for rowid, text in found)
+        return [(int(a), e, int(r), str(role), texts[a]) for a, e, r, role in sources if a in texts]
 
     def put_back(self, steps: list[tuple[int, str, str]]) -> tuple[int, int, list[str]]:
         """Put rows back with new text, same rowid and source: `(rowid, old hash, new)`.
