@@ -309,7 +309,7 @@ async def test_a_search_that_sqlite_rolled_back_names_sqlites_own_error(
 
     append(short_dir / "sessions", [user("the launch window moved")])
     async with open_index(short_dir) as index:
-        monkeypatch.setattr("memoryd._index.rank", failing_rank)
+        monkeypatch.setattr("memoryd._index_search.rank", failing_rank)
         with pytest.raises(IndexDamaged) as damaged:
             await index.search("launch", 5)
         monkeypatch.undo()

@@ -107,7 +107,7 @@ def test_the_rest_of_memoryd_imports_only_the_engine_s_front() -> None:
     ]
     assert reaching == []
     # The walk sees the imports that matter: memoryd's index takes `rank` from the front.
-    assert "memoryd.ranking:rank" in _imported(PACKAGE / "_index.py")
+    assert "memoryd.ranking:rank" in _imported(PACKAGE / "_index_search.py")
     assert _reaches_inside("memoryd.ranking._fts5:averages")
     assert _reaches_inside("memoryd.ranking:_fts5")
 

@@ -89,7 +89,7 @@ async def test_a_rebuild_stops_the_scan_of_the_file_it_replaces(
         calls.append("again")
         return await scan_elsewhere(path, terms)
 
-    monkeypatch.setattr("memoryd._index.scan_elsewhere", slow_then_real)
+    monkeypatch.setattr("memoryd._index_stats.scan_elsewhere", slow_then_real)
     _say_things(short_dir)
     async with open_index(short_dir) as index:
         with trio.fail_after(CAP_S):
@@ -106,8 +106,10 @@ async def test_a_rebuild_stops_the_scan_of_the_file_it_replaces(
 async def test_the_best_scores_are_read_again_once_the_index_has_doubled(
     short_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("memoryd._index.OPTIMISE_FROM_ROWS", 1)  # a search finds counts stale
-    monkeypatch.setattr("memoryd._index.BOUNDS_AGAIN_FROM", 30)
+    monkeypatch.setattr(
+        "memoryd._index_search.OPTIMISE_FROM_ROWS", 1
+    )  # a search finds counts stale
+    monkeypatch.setattr("memoryd._index_stats.BOUNDS_AGAIN_FROM", 30)
     _say_things(short_dir, 20)
     async with open_index(short_dir) as index:
         await _scanned(index)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import mmap
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -27,7 +26,6 @@ from typing import Any
 
 import sqlean
 
-import proto
 from proto import Class, Label
 
 from ._logs import (
@@ -39,7 +37,7 @@ from ._logs import (
     list_logs,
     read_log,
 )
-from .ranking import averages, texts_where
+from .ranking import averages
 
 __all__ = [
     "INDEX_FILE",
@@ -50,12 +48,11 @@ __all__ = [
     "Writer",
     "build",
     "connect",
-    "holding_rows",
     "private",
-    "raw_holders",
     "remove_file",
     "roll_back",
     "set_secure_fts",
+    "text_hash",
     "verify",
 ]
 
@@ -119,8 +116,8 @@ def private(conn: Connection) -> None:
 def set_secure_fts(conn: Connection) -> None:
     """Set FTS5's `secure-delete` on `hits`: a delete leaves none of a row's tokens behind.
 
-    Kept in FTS5's own configuration (`ranking.secure_fts` reads it), so the tables' `sql`
-    (what `verify` compares) is unchanged.
+    Kept in FTS5's own configuration (`ranking.stored.secure_fts` reads it), so the
+    tables' `sql` (what `verify` compares) is unchanged.
     """
     conn.execute("INSERT INTO hits(hits, rank) VALUES('secure-delete', 1)")
 
@@ -282,7 +279,7 @@ class Writer:
                     conflicts.append(f"index row {rowid}: the row is gone")
                 elif row[0] == new:
                     skipped += 1
-                elif hashlib.sha256(str(row[0]).encode()).hexdigest() == old:
+                elif text_hash(str(row[0])) == old:
                     self.conn.execute("UPDATE hits SET text = ? WHERE rowid = ?", (new, rowid))
                     applied += 1
                 else:
@@ -294,60 +291,9 @@ class Writer:
         return applied, skipped, conflicts
 
 
-def holding_rows(conn: Connection, needle: str) -> list[tuple[int, str, str, str]]:
-    """Every row that may hold `needle`: rowid, text, kind and role; `redact_row` tells.
-
-    A scan of the stored text with a Python function (`proto.holds`), not a MATCH: a
-    text is not a sequence of FTS5 tokens (a part of a word, punctuation, an invisible
-    character). A row with an escape may hold it in JSON: its text, or a tool call's
-    arguments (`name arguments`), decoded.
-    """
-
-    def holds(text: object) -> bool:
-        if not isinstance(text, str):
-            return False
-        return proto.holds(text, needle) or (
-            "\\" in text
-            and (proto.holds_text(text, needle) or proto.holds_text(text.partition(" ")[2], needle))
-        )
-
-    found = texts_where(conn, holds)
-    if not found:
-        return []
-    sources: dict[int, tuple[str, str]] = {}
-    ids = [rowid for rowid, _ in found]
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
-        marks = ",".join("?" * len(part))
-        for rowid, kind, role in conn.execute(
-            f"SELECT rowid, kind, role FROM sources WHERE rowid IN ({marks})", part
-        ):
-            sources[int(rowid)] = (str(kind), str(role))
-    return [
-        (int(rowid), str(text), *sources.get(int(rowid), ("session", ""))) for rowid, text in found
-    ]
-
-
-def raw_holders(paths: list[Path], needle: str) -> list[str]:
-    """The files among `paths` whose bytes hold `needle`, as given or folded (utf-8).
-
-    The after-check of files that are not text (the index and its WAL): what `holds`
-    finds in their rows is checked row by row; this looks for what no row shows (a
-    page freed but not cleared).
-    """
-    wanted = {needle.encode(), proto.fold(needle).encode()}
-    found: list[str] = []
-    for path in paths:
-        try:
-            with path.open("rb") as f:
-                if path.stat().st_size == 0:
-                    continue
-                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    if any(data.find(w) >= 0 for w in wanted):
-                        found.append(str(path))
-        except FileNotFoundError:
-            continue
-    return found
+def text_hash(text: str) -> str:
+    """The hash a forget's plan keeps of a row's text (`put_back` compares it): sha256, hex."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def roll_back(conn: Connection) -> None:

@@ -8,14 +8,15 @@ engine with FTS5's `bm25()` once at start; `rank` serves the spec's query when i
 `Distrusted`.
 
 Inside, `_fts5` is the only module that reads FTS5's private tables (a test holds the
-rest of memoryd to that); those beyond the engine that need FTS5's stored text or
-settings use its functions exported here. The knobs are in `_tuning`, each with the
-bench that set it. The rest of memoryd imports from here only, never a `_module` of it.
+rest of memoryd to that); the index's forget, which needs FTS5's stored text and
+settings but no ranking, reads them through `stored`, not through here. The knobs are
+in `_tuning`, each with the bench that set it. The rest of memoryd imports from here
+(and `stored`) only, never a `_module` of it.
 """
 
 from ._bounds import Frontier, TermBounds
 from ._check import Agrees, Distrusted, Unchecked, Verdict, self_check
-from ._fts5 import TESTED_SQLITE, averages, prepare, secure_fts, texts_where
+from ._fts5 import TESTED_SQLITE, averages, prepare
 from ._query import query_terms
 from ._rank import Found, Ranking, fetch, rank
 from ._scan import ScanFailed, scan_elsewhere
@@ -41,7 +42,5 @@ __all__ = [
     "query_terms",
     "rank",
     "scan_elsewhere",
-    "secure_fts",
     "self_check",
-    "texts_where",
 ]

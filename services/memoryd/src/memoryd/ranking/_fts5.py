@@ -9,7 +9,8 @@ versions the engine was tested on (`TESTED_SQLITE`), and memoryd's start compare
 engine's scores with `bm25()` (`_check`) before trusting it.
 
 Others that need FTS5's stored text or configuration (a forget's scan of the rows, its
-`secure-delete` setting) read them through the functions here.
+`secure-delete` setting) read them through the functions here, which `stored` hands to
+them (not the engine's front door).
 """
 
 from __future__ import annotations

@@ -1,0 +1,240 @@
+"""Keeping the index up with the logs: a finished turn, the start-up catch-up, archive.md.
+
+In memory, per log, a cursor (records read, bytes read, the session's label after
+them) spares re-reading a log from the start on each turn; `progress` in the file is
+the truth, and a log without a cursor is walked from its start once. A cursor into a
+file that has been replaced since (loopd rewrites a log for a forget) is not trusted:
+the log is walked again by record count, and its rows are made again from it where they
+differ (`_resync`), as they are when loopd says it rewrote the log.
+
+Rules: every write is under `Files.write_lock`, in a worker thread; a forget drops
+every cursor (`lose_places`) and notes where its rows stood (`forgot`), a rebuild's swap
+hands over the new file's cursors (`restart`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TypeVar
+
+import sqlean
+import trio
+
+from ._index_files import Files
+from ._index_stats import Statistics
+from ._logs import (
+    ARCHIVE_LOG,
+    Cursor,
+    SessionLog,
+    archive_rows,
+    count_records,
+    list_logs,
+    session_logs,
+)
+from ._store import IndexDamaged, Writer, session_rows, text_hash
+
+__all__ = ["Ingest"]
+
+log = logging.getLogger("memoryd.index")
+
+
+class Ingest:
+    """Adds to the index what the session logs and archive.md gained."""
+
+    def __init__(self, files: Files, statistics: Statistics) -> None:
+        self.files = files
+        self.statistics = statistics
+        self.cursors: dict[str, Cursor] = {}
+        self._forgot_from: dict[str, int] = {}
+        """Per forget applied here in this run, the first rowid after its rows were put back."""
+        self._archive_size: int | None = None
+
+    def restart(self, cursors: dict[str, Cursor]) -> None:
+        """A new file: take up from `cursors` (a rebuild's, or a clean stop's)."""
+        self.cursors = dict(cursors)
+        self._archive_size = None
+
+    def forgot(self, plan: str, first: int) -> None:
+        """Forget `plan`'s rows were put back here; rowids from `first` came after them."""
+        self._forgot_from.setdefault(plan, first)
+
+    def lose_places(self) -> None:
+        """Drop every cursor and archive.md's size: the logs are rewritten (a forget)."""
+        self.cursors.clear()
+        self._archive_size = None
+
+    async def session_updated(self, session: str, rewritten: str | None = None) -> None:
+        """Index the records of `session`'s logs past those already indexed.
+
+        `rewritten`: the forget (its plan id) that rewrote the logs; the rows indexed
+        since this part of it are made again from them first (`_resync`). While the index
+        is being built (or its file opened) this answers at once: the build, or the
+        catch-up after the opening, reads every log anyway, and a turn's end must not wait
+        for it. During the start-up catch-up it
+        waits, so that a recall after the reply finds the turn.
+        """
+        if not self.files.ready.is_set():
+            return
+        await self.files.caught_up.wait()
+        async with self.files.write_lock:
+            try:
+                since = None if rewritten is None else self._forgot_from.get(rewritten, 0)
+                await trio.to_thread.run_sync(self._index_session, session, since)
+            except IndexDamaged:
+                self.files.doubt()
+                raise
+
+    def _index_session(self, session: str, resync_from: int | None = None) -> None:
+        """Index what `session`'s logs gained; first make its rows from `resync_from` again."""
+        writer = self.files.writing()
+        sources = self.files.sources
+        logs = session_logs(sources.sessions_dir, session)
+        if not logs:
+            log.info("session %s has no logs under %s", session, sources.sessions_dir)
+            return
+        if resync_from is not None:
+            self._resync(writer, session, logs, resync_from)
+        try:
+            indexed = {
+                found.key: cursor.records
+                if (cursor := self.cursors.get(found.key))
+                else writer.progress(found.key)
+                for found in logs
+            }
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot read {self.files.path}: {exc}") from exc
+        rows, counts, cursors = session_rows(logs, self.cursors, indexed, sources.max_class)
+        changed = {key: n for key, n in counts.items() if n != indexed.get(key)}
+        if rows or changed:
+            try:
+                writer.add(rows, changed)
+            except sqlean.Error as exc:
+                raise IndexDamaged(f"cannot write to {self.files.path}: {exc}") from exc
+        self.cursors.update(cursors)
+
+    def _resync(self, writer: Writer, session: str, logs: list[SessionLog], since: int) -> None:
+        """Put back each row of `session` from rowid `since` whose text its log no longer gives.
+
+        A forget's part here rewrote the rows holding the text, and noted where the rows
+        stood (`since`); loopd rewrote the log after. A turn that ended between the two was
+        indexed from the log before: its rows are made again from the log now, matched by
+        (epoch, record, role, place). Without a note (memoryd restarted), every row of the
+        session is looked at: one scan of `sources`.
+        """
+        made, _, _ = session_rows(logs, {}, {}, self.files.sources.max_class)
+        try:
+            now = _by_place((r.epoch, r.record, r.role, r.text) for r in made)
+            held = _by_place(
+                (epoch, record, role, (rowid, text))
+                for rowid, epoch, record, role, text in writer.session_texts(session, since)
+            )
+            steps = [
+                (rowid, text_hash(text), now[key])
+                for key, (rowid, text) in held.items()
+                if key in now and now[key] != text
+            ]
+            if steps:
+                with self.statistics.vocabulary.removing():
+                    writer.put_back(steps)
+                self.statistics.bounds.clear()
+                log.info("made %d row(s) of session %s again from its log", len(steps), session)
+                if self.files.checkpoint():  # its old text may sit in the WAL
+                    log.info("the WAL kept old rows (a reader); the next forget truncates it")
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot write to {self.files.path}: {exc}") from exc
+        for found in logs:
+            self.cursors.pop(found.key, None)
+
+    async def catch_up(self) -> int:
+        """Index what every log gained since it was last read; return the sessions read."""
+        if not self.files.ready.is_set():
+            return 0
+        async with self.files.write_lock:
+            indexed = await trio.to_thread.run_sync(self._all_progress)
+        pending = await trio.to_thread.run_sync(self._pending, indexed)
+        for session, rewritten in pending.items():
+            async with self.files.write_lock:
+                since = 0 if rewritten else None  # which forget is not known: every row
+                await trio.to_thread.run_sync(self._index_session, session, since)
+        if pending:
+            log.info("caught up %d session(s) with their logs", len(pending))
+        await self.archive_changed()
+        return len(pending)
+
+    def _all_progress(self) -> dict[str, int]:
+        try:
+            return self.files.writing().all_progress()
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot read {self.files.path}: {exc}") from exc
+
+    def _pending(self, indexed: dict[str, int]) -> dict[str, bool]:
+        """The sessions whose logs grew, each with whether one was rewritten (a forget)."""
+        pending: dict[str, bool] = {}
+        for found in list_logs(self.files.sources.sessions_dir):
+            if pending.get(found.session):
+                continue
+            cursor = self.cursors.get(found.key)
+            try:
+                if cursor is not None and not cursor.still(found.path):
+                    pending[found.session] = True  # rewritten: its rows are made again
+                    continue
+                if cursor is not None:
+                    grown = found.path.stat().st_size > cursor.offset
+                else:
+                    grown = count_records(found.path) > indexed.get(found.key, 0)
+            except OSError as exc:
+                log.warning("cannot read %s: %s; skipped it", found.path, exc)
+                continue
+            if grown:
+                pending.setdefault(found.session, False)
+        return pending
+
+    async def archive_changed(self) -> None:
+        """Index archive.md's new entries (all of them again if it shrank: a hand edit)."""
+        if not self.files.ready.is_set():
+            return
+        async with self.files.write_lock:
+            await trio.to_thread.run_sync(self._index_archive)
+
+    def _index_archive(self) -> None:
+        writer = self.files.writing()
+        sources = self.files.sources
+        try:
+            size = sources.archive.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        if size == self._archive_size:
+            return
+        rows, count = archive_rows(sources.archive, max_class=sources.max_class)
+        try:
+            indexed = writer.progress(ARCHIVE_LOG)
+            if count < indexed:
+                log.warning(
+                    "archive.md has %d entries but %d are indexed (edited by hand?); "
+                    "indexing it again",
+                    count,
+                    indexed,
+                )
+                with self.statistics.vocabulary.removing():
+                    writer.replace_archive(rows, count)
+            elif count > indexed:
+                writer.add(rows[indexed:], {ARCHIVE_LOG: count})
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot write to {self.files.path}: {exc}") from exc
+        self._archive_size = size
+
+
+_Key = tuple[int | None, int, str, int]
+V = TypeVar("V")
+
+
+def _by_place(rows: Iterable[tuple[int | None, int, str, V]]) -> dict[_Key, V]:
+    """Values by (epoch, record, role, place among the record's rows of that role)."""
+    found: dict[_Key, V] = {}
+    places: dict[tuple[int | None, int, str], int] = {}
+    for epoch, record, role, value in rows:
+        place = places.get((epoch, record, role), 0)
+        places[(epoch, record, role)] = place + 1
+        found[(epoch, record, role, place)] = value
+    return found
