@@ -33,7 +33,6 @@ from proto import (
     Ok,
     PendingApproval,
     Reindexed,
-    ToolResponse,
 )
 
 CAP_S = 20
@@ -108,17 +107,34 @@ async def test_reindex_with_an_explicit_admin_socket(
     assert "reindexed: 1 log, 1 record, 1 archive entry" in capsys.readouterr().out
 
 
-async def test_recall_prints_the_tool_format(
+async def test_recall_names_each_hit_whole_with_the_command_that_opens_it(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    source = proto.HitSource(
+        kind="session",
+        session="chat-k6m5ert76psohrmw5uwb2ibpb4",
+        epoch=0,
+        record=12,
+        time="2026-09-20T14:02:11Z",
+        role="user",
+        class_="private",
+        untrusted=False,
+    )
+
     async def memoryd(request: Message, conn: proto.Connection) -> Message:
-        assert isinstance(request, proto.RecallQuery)
-        assert (request.query, request.k) == ("launch window", 3)
-        return ToolResponse(call_id="", status="ok", content="[1] archive.md, moved …")
+        assert request == proto.OwnerRecall(query="launch window", k=3)
+        hit = proto.RecallHit(source=source, label=proto.Label(), snippet="the launch moved")
+        return proto.OwnerRecalled(hits=[hit], label=proto.Label())
 
     await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
     assert await run("recall", "launch window", "-k", "3", "--home", str(short_dir)) == 0
-    assert capsys.readouterr().out == "[1] archive.md, moved …\n"
+    assert capsys.readouterr().out == (
+        "[1] session chat-k6m5ert76psohrmw5uwb2ibpb4, 2026-09-20 14:02 UTC\n"
+        "    the owner said · private\n"
+        "    the launch moved\n"
+        "    open: bxctl sessions show chat-k6m5ert76psohrmw5uwb2ibpb4 --at 12 "
+        f"--home {short_dir}\n"
+    )
 
 
 async def test_memory_history_shows_newest_first_as_a_diff(

@@ -164,8 +164,8 @@ async def test_the_quick_commands_load_no_parser_ui_http_or_event_loop(
     async def memoryd(request: Message, conn: proto.Connection) -> Message:
         if isinstance(request, proto.MemoryBlock):
             return proto.MemoryBlockReply(text="# memory.md\nprefers UTC")
-        assert isinstance(request, proto.RecallQuery)
-        return proto.ToolResponse(call_id="", status="ok", content="[1] archive.md, Heron")
+        assert isinstance(request, proto.OwnerRecall)
+        return proto.OwnerRecalled(hits=[], label=Label())
 
     async def brokerd(request: Message, conn: proto.Connection) -> Message:
         assert isinstance(request, proto.ApprovalsList)
@@ -178,7 +178,7 @@ async def test_the_quick_commands_load_no_parser_ui_http_or_event_loop(
     home = ["--home", str(short_dir)]
     for argv, shown in (
         (["memory", "show"], "prefers UTC"),
-        (["recall", "Heron"], "[1] archive.md, Heron"),
+        (["recall", "Heron"], "no matches for Heron"),
         (["approvals", "list"], "approval ap-k3f9: memory in session chat-abcdefgh"),
         (["approvals", "list", "--json"], '"id": "ap-k3f9"'),
         (["sessions", "list"], "chat-abcdefghij"),

@@ -343,7 +343,7 @@ def strategy_for(cls: type[Message]) -> st.SearchStrategy[Message]:
 
 def test_explicit_strategies_name_real_kinds() -> None:
     assert set(EXPLICIT) <= set(KINDS)
-    assert len(KINDS) == 59
+    assert len(KINDS) == 61
 
 
 # -- round trip ---------------------------------------------------------------------------

@@ -77,6 +77,7 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         {
             "reindex",
             "recall_query",
+            "owner_recall",  # ours: the owner's recall hit by hit, each with its source
             "memory_history",
             "memory_why",
             "memory_find",
@@ -86,6 +87,7 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         {
             "reindexed",
             "tool_response",
+            "owner_recalled",
             "memory_history_reply",
             "memory_why_reply",
             "memory_found",
@@ -173,6 +175,8 @@ ALL_TAGS = {
     "reindex",
     "reindexed",
     "recall_query",
+    "owner_recall",
+    "owner_recalled",
     "memory_history",
     "memory_history_reply",
     "approvals_list",
@@ -236,6 +240,8 @@ WIRE_FIELDS: dict[str, set[str]] = {
     "reindex": set(),
     "reindexed": {"logs", "records", "archive"},
     "recall_query": {"query", "k"},
+    "owner_recall": {"query", "k"},
+    "owner_recalled": {"hits", "label"},
     "memory_history": {"file", "before"},
     "memory_history_reply": {"edits", "older"},
     "approvals_list": {"ids"},
@@ -377,6 +383,46 @@ def test_tool_request_wire_form() -> None:
     }  # ARCHITECTURE §3's frame less its `approval: null`: brokerd reads no approval from loopd
 
 
+def test_owner_recalled_wire_form_round_trips() -> None:
+    source = proto.HitSource(
+        kind="session",
+        session="chat-k6m5ert76psohrmw5uwb2ibpb4",
+        epoch=0,
+        record=12,
+        time="2026-09-20T14:02:11Z",
+        role="user",
+        class_="private",
+        untrusted=False,
+    )
+    hit = proto.RecallHit(source=source, label=Label(), snippet="the launch window moved")
+    reply = proto.OwnerRecalled(hits=[hit], label=Label())
+    frame = proto.encode_frame(reply)
+    assert msgspec.json.decode(frame[proto.HEADER_BYTES :]) == {
+        "kind": "owner_recalled",
+        "hits": [
+            {
+                "source": {
+                    "kind": "session",
+                    "session": "chat-k6m5ert76psohrmw5uwb2ibpb4",
+                    "epoch": 0,
+                    "record": 12,
+                    "time": "2026-09-20T14:02:11Z",
+                    "role": "user",
+                    "class": "private",
+                    "untrusted": False,
+                },
+                "label": {"class": "private", "untrusted": False},
+                "snippet": "the launch window moved",
+            }
+        ],
+        "label": {"class": "private", "untrusted": False},
+    }
+    assert proto.decode_body(frame[proto.HEADER_BYTES :]) == reply
+    request = proto.OwnerRecall(query="launch window", k=3)
+    assert proto.decode_body(proto.encode_frame(request)[proto.HEADER_BYTES :]) == request
+    assert wire_names(proto.RecallHit) == {"source", "label", "snippet"}
+
+
 REQUEST_EXAMPLES: list[Message] = [
     proto.CallState(session="chat-abcdefgh", call="call_1"),
     MemoryBlock(),
@@ -384,6 +430,7 @@ REQUEST_EXAMPLES: list[Message] = [
     ToolRequest(session="chat-abcdefgh", call=ToolCall(id="1", name="recall", arguments="{}")),
     Reindex(),
     RecallQuery(query="launch"),
+    proto.OwnerRecall(query="launch"),
     MemoryHistory(),
     ApprovalsList(),
     ApprovalDecide(id="a1", approve=True),

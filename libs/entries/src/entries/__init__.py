@@ -10,7 +10,8 @@ are rendered and read here too; memoryd does the reading and writing of files.
 The owner's commands (`/remember` in the chat, `!remember` in Mattermost) are here too,
 so they mean the same on every surface: their grammar (`parse_command`, `COMMANDS`), how
 they run as sans-IO steps (`run_command`, `apply_proposal`), and what the owner is told
-(`Answer`, rendered `to_terminal` or `to_markdown`).
+(`Answer`, rendered `to_terminal` or `to_markdown`). So is a recall's answer as the
+owner reads it, each hit with the command that opens it (`recall_answer`, `parse_at`).
 """
 
 from ._answer import Answer as Answer
@@ -85,6 +86,14 @@ from ._limits import USER_LIMIT as USER_LIMIT
 from ._limits import file_name as file_name
 from ._limits import file_of as file_of
 from ._limits import limit_for as limit_for
+from ._recall import ARCHIVE_PART_CHARS as ARCHIVE_PART_CHARS
+from ._recall import SNIPPET_WIDTH as SNIPPET_WIDTH
+from ._recall import archive_part as archive_part
+from ._recall import at_text as at_text
+from ._recall import minute as minute
+from ._recall import parse_at as parse_at
+from ._recall import recall_answer as recall_answer
+from ._recall import said_by as said_by
 from ._rules import EditOutcome as EditOutcome
 from ._rules import apply_edit as apply_edit
 from ._sentences import over_limit as over_limit
@@ -93,10 +102,12 @@ from ._sentences import updated as updated
 
 __all__ = [
     "ARCHIVE_HEADER_PATTERN",
+    "ARCHIVE_PART_CHARS",
     "BLOCK_START",
     "COMMANDS",
     "MEMORY_LIMIT",
     "SEPARATOR_LINE",
+    "SNIPPET_WIDTH",
     "SOUL_LIMIT",
     "USER_LIMIT",
     "Answer",
@@ -134,7 +145,9 @@ __all__ = [
     "Why",
     "apply_edit",
     "apply_proposal",
+    "archive_part",
     "archive_record",
+    "at_text",
     "chars",
     "check_entry",
     "command_for",
@@ -151,15 +164,19 @@ __all__ = [
     "limit_for",
     "line",
     "memory_block_of",
+    "minute",
     "over_limit",
     "parse",
     "parse_archive",
+    "parse_at",
     "parse_command",
     "part_problem",
     "quote",
+    "recall_answer",
     "render",
     "render_block",
     "run_command",
+    "said_by",
     "soul_text",
     "to_markdown",
     "to_plain",

@@ -18,6 +18,7 @@ from ._records import (
     AppliedEdit,
     Decided,
     HandChange,
+    HitSource,
     JournalFile,
     JournalLine,
     Status,
@@ -84,8 +85,11 @@ __all__ = [
     "ModelInfoReply",
     "NoSuchEdit",
     "Ok",
+    "OwnerRecall",
+    "OwnerRecalled",
     "PartLeft",
     "PendingApproval",
+    "RecallHit",
     "RecallQuery",
     "Reindex",
     "Reindexed",
@@ -325,6 +329,37 @@ class RecallQuery(Message, frozen=True, kw_only=True, tag="recall_query"):
 
     query: str
     k: int = 5
+
+
+class OwnerRecall(Message, frozen=True, kw_only=True, tag="owner_recall"):
+    """The owner's own search, answered hit by hit (`owner_recalled`).
+
+    The recall tool's engine, limits and snippets; each hit comes with its whole source,
+    so the owner's surface can name the record it came from. Like `recall_query`, it
+    leaves no line in the recall log: the log counts what the model recalled.
+    """
+
+    query: str
+    k: int = 5
+
+
+class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
+    """One hit: where it came from, its label, and the snippet the recall tool shows of it."""
+
+    source: HitSource
+    label: Label
+    snippet: str
+
+
+class OwnerRecalled(Message, frozen=True, kw_only=True, tag="owner_recalled"):
+    """The hits of an `owner_recall`, best first (none when nothing matched).
+
+    `label` is the recall tool's label of the same answer: the highest class among the
+    hits (at least private), untrusted if any hit is.
+    """
+
+    hits: list[RecallHit]
+    label: Label
 
 
 class MemoryHistory(Message, frozen=True, kw_only=True, tag="memory_history", omit_defaults=True):
@@ -881,6 +916,8 @@ AllMessages = (
     | Reindex
     | Reindexed
     | RecallQuery
+    | OwnerRecall
+    | OwnerRecalled
     | MemoryHistory
     | MemoryHistoryReply
     | ApprovalsList

@@ -51,6 +51,8 @@ from ._messages import (
     ModelInfoReply,
     NoSuchEdit,
     Ok,
+    OwnerRecall,
+    OwnerRecalled,
     RecallQuery,
     Reindex,
     Reindexed,
@@ -100,7 +102,14 @@ ForgetRequest = ForgetLook | ForgetPrepare | ForgetApply | ForgetAbort
 BrokerMemoryRequest = ToolRequest | ForgetRequest
 BrokerLoopRequest = ForgetRequest
 OwnerMemoryRequest = (
-    Reindex | RecallQuery | MemoryHistory | MemoryWhy | MemoryFind | UndoPlan | MemoryBlock
+    Reindex
+    | RecallQuery
+    | OwnerRecall
+    | MemoryHistory
+    | MemoryWhy
+    | MemoryFind
+    | UndoPlan
+    | MemoryBlock
 )
 LoopBrokerRequest = ToolRequest | CallState
 OwnerBrokerRequest = (
@@ -167,10 +176,20 @@ OWNER_MEMORY: Socket[OwnerMemoryRequest] = Socket(
     "memoryd",
     "bxctl",
     "run/owner-memory/admin.sock",
-    (Reindex, RecallQuery, MemoryHistory, MemoryWhy, MemoryFind, UndoPlan, MemoryBlock),
+    (
+        Reindex,
+        RecallQuery,
+        OwnerRecall,
+        MemoryHistory,
+        MemoryWhy,
+        MemoryFind,
+        UndoPlan,
+        MemoryBlock,
+    ),
     (
         Reindexed,
         ToolResponse,
+        OwnerRecalled,
         MemoryHistoryReply,
         MemoryWhyReply,
         MemoryFound,

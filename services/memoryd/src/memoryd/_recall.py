@@ -10,6 +10,8 @@ match of the query's rarest terms, its whitespace folded to single spaces so tha
 always two lines. The result's label is the highest class among the hits, at least
 private, and untrusted if any hit is. The recall log records the time, the session, the
 query and the source of every hit: what M5c's tiering counts, stable across a reindex.
+The owner's recall (`owner_hits`) gets the same hits and snippets, each with its source
+whole, for the owner's surface to name and open.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from proto import Class, HitSource, Label, RecallRecord, utc_stamp
+import entries
+from proto import Class, HitSource, Label, RecallHit, RecallRecord, utc_stamp
 
 from .ranking import Found
 
@@ -27,6 +30,7 @@ __all__ = [
     "HitSource",
     "RecallRecord",
     "label_of",
+    "owner_hits",
     "recall_record",
     "render",
     "snippet",
@@ -36,12 +40,6 @@ SNIPPET_CHARS = 600
 _ELLIPSIS = "…"
 _WORD_SLACK = 40
 _SESSION_SHOWN = 9
-_WHO = {
-    "user": "the owner said",
-    "assistant": "the assistant said",
-    "tool_call": "the assistant called",
-}
-_RECORD_TIME = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}:[0-9]{2})")
 
 
 def label_of(found: Sequence[Found]) -> Label:
@@ -72,9 +70,7 @@ def source_line(number: int, hit: Found) -> str:
         session = source.session
         if len(session) > _SESSION_SHOWN:
             session = session[:_SESSION_SHOWN] + _ELLIPSIS
-        when = _RECORD_TIME.match(source.time)
-        stamp = f"{when[1]} {when[2]} UTC" if when else source.time
-        where = f"session {session}, {stamp}, {_WHO.get(source.role, source.role)}"
+        where = f"session {session}, {entries.minute(source.time)}, {entries.said_by(source.role)}"
     return f"[{number}] {where} · {_label(hit).describe()}"
 
 
@@ -131,6 +127,14 @@ def render(query: str, found: Sequence[Found], terms: Sequence[str] = ()) -> str
     return "\n".join(
         f"{source_line(n, hit)}\n{snippet(hit.text, terms)}" for n, hit in enumerate(found, 1)
     )
+
+
+def owner_hits(found: Sequence[Found], terms: Sequence[str] = ()) -> list[RecallHit]:
+    """The hits as the owner's recall sends them: each source whole, its label, its snippet."""
+    return [
+        RecallHit(source=hit.source, label=_label(hit), snippet=snippet(hit.text, terms))
+        for hit in found
+    ]
 
 
 def recall_record(

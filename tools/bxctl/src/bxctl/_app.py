@@ -489,21 +489,31 @@ def history(
 
 @app.command(sort_key=12)
 def recall(
-    *words: str, home: Home = None, k: Annotated[int, Parameter(alias="-k")] = RECALL_K
+    *words: str,
+    home: Home = None,
+    k: Annotated[int, Parameter(alias="-k")] = RECALL_K,
+    json: Json = False,
 ) -> int:
     """Search past sessions and archived memory, as the recall tool does.
 
+    Each hit shows where it is, who said it and its label, the snippet the recall tool
+    shows, and the command that opens it: `bxctl sessions show ID --at RECORD` for a
+    session's record, `bxctl memory why PART` for an archived entry.
+
     Example: bxctl recall Heron launch -k 3
+
+    Example: bxctl recall Heron launch --json
 
     Args:
         words: what to look for; several words are one search (operators mean nothing:
             every word is searched as it is).
         home: the boxmaker home.
         k: how many hits at most, 1 to 10.
+        json: print JSON for scripts: each hit's source, label, snippet and open command.
     """
     from . import _quick
 
-    return _quick.recall(*words, home=home, k=k)
+    return _quick.recall(*words, home=home, k=k, json=json)
 
 
 sessions = App(name="sessions", help="The conversations boxmaker has had.", sort_key=13)
@@ -534,28 +544,50 @@ def sessions_list(
 
 @sessions.command(name="show")
 def sessions_show(
-    session: str, /, *, home: Home = None, json: Json = False, baseline: bool = False
+    session: str,
+    /,
+    *,
+    home: Home = None,
+    json: Json = False,
+    baseline: bool = False,
+    at: str | None = None,
+    around: int | None = None,
 ) -> int:
     """One session's conversation, with tool calls and the labels of their results.
 
+    With --at, only the records around one, that one marked `>`: the command
+    `bxctl recall` prints beside each hit opens it so.
+
     Example: bxctl sessions show chat-k6m5
+
+    Example: bxctl sessions show chat-k6m5ert76psohrmw5uwb2ibpb4 --at 12 --around 5
 
     Example: bxctl sessions show chat-k6m5 --baseline
 
     Args:
-        session: the session's id, or the start of it (as `bxctl recall` shows it).
+        session: the session's id, or the start of it.
         home: the boxmaker home.
         json: print JSON for scripts.
         baseline: print instead the exact memory block the session started with (what
             it knew of memory.md and user.md, whatever they say now).
+        at: show the record numbered so (from 0, as `bxctl recall` prints it; EPOCH:RECORD
+            in a later epoch) and the records around it.
+        around: with --at, how many records before and after it (default 3).
     """
-    from ._sessions import resolve_session, session_block
+    from ._common import CommandError
+    from ._sessions import AROUND, resolve_session, session_block, session_window
     from ._sessions import sessions_show as run
 
+    if at is None and around is not None:
+        raise CommandError("--around says how many records around --at to show; give --at too")
+    if baseline and at is not None:
+        raise CommandError("--baseline shows the memory block, not records; drop --at")
     where = _home(home)
     resolved = resolve_session(where, session)
     if baseline:
         return session_block(where, resolved)
+    if at is not None:
+        return session_window(where, resolved, at, AROUND if around is None else around, json)
     return run(where, resolved, as_json=json)
 
 

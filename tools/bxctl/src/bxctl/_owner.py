@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -35,11 +36,12 @@ from proto import (
     MemoryHistory,
     MemoryHistoryReply,
     Ok,
+    OwnerRecall,
+    OwnerRecalled,
     PendingApproval,
-    RecallQuery,
+    RecallHit,
     Reindex,
     Reindexed,
-    ToolResponse,
 )
 
 from ._common import CommandError, Sockets, ask, bxctl, inline, plural, print_json
@@ -55,6 +57,7 @@ __all__ = [
     "journal",
     "memory_history",
     "memory_show",
+    "open_command",
     "pending_approvals",
     "recall",
     "reindex",
@@ -190,12 +193,44 @@ def reindex(home: Path, admin_socket: Path | None) -> int:
     return 0
 
 
-def recall(home: Path, query: str, k: int) -> int:
-    """The owner's own search, in the recall tool's format."""
+class OpenHit(msgspec.Struct, frozen=True, kw_only=True):
+    """A hit of `bxctl recall --json`: memoryd's, and the command that opens it."""
+
+    source: proto.HitSource
+    label: proto.Label
+    snippet: str
+    open: str
+
+
+class Recalled(msgspec.Struct, frozen=True, kw_only=True):
+    """`bxctl recall --json`: the query, the answer's label, the hits best first."""
+
+    query: str
+    label: proto.Label
+    hits: list[OpenHit]
+
+
+def open_command(hit: RecallHit) -> str:
+    """The command that opens a hit: its record in its session, or its archived entry's story."""
+    source = hit.source
+    if source.kind == "archive":
+        return bxctl(f"memory why {shlex.quote(entries.archive_part(hit.snippet))}")
+    return bxctl(f"sessions show {source.session} --at {entries.at_text(source)}")
+
+
+def recall(home: Path, query: str, k: int, *, as_json: bool = False) -> int:
+    """The owner's own search: each hit whole, with the command that opens it."""
     path = Sockets(home).path(proto.OWNER_MEMORY)
-    reply = ask(path, proto.OWNER_MEMORY, RecallQuery(query=query, k=k), ToolResponse)
-    print(proto.for_terminal(reply.content))
-    return 0 if reply.status == "ok" else 1
+    reply = ask(path, proto.OWNER_MEMORY, OwnerRecall(query=query, k=k), OwnerRecalled)
+    if as_json:
+        hits = [
+            OpenHit(source=h.source, label=h.label, snippet=h.snippet, open=open_command(h))
+            for h in reply.hits
+        ]
+        print_json(Recalled(query=query, label=reply.label, hits=hits))
+    else:
+        print(entries.to_terminal(entries.recall_answer(query, reply.hits, open_command)))
+    return 0
 
 
 def memory_show(home: Path) -> int:

@@ -72,8 +72,8 @@ def sessions_list(*, home: Path | None, json: bool, limit: int, before: str | No
     return run(home_of(home), as_json=json, limit=limit, before=before)
 
 
-def recall(*words: str, home: Path | None, k: int) -> int:
-    """`bxctl recall WORDS [-k K]`."""
+def recall(*words: str, home: Path | None, k: int, json: bool) -> int:
+    """`bxctl recall WORDS [-k K] [--json]`."""
     from ._common import CommandError, home_of
     from ._owner import recall as run
 
@@ -82,7 +82,7 @@ def recall(*words: str, home: Path | None, k: int) -> int:
         raise CommandError("say what to look for: `bxctl recall Heron launch`")
     if not 1 <= k <= 10:
         raise CommandError(f"-k is how many hits to show, 1 to 10; {k} is not")
-    return run(home_of(home), query, k)
+    return run(home_of(home), query, k, as_json=json)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ QUICK: dict[tuple[str, ...], Quick] = {
     ("sessions", "list"): Quick(
         sessions_list, switches=("--json",), defaults={"limit": SESSIONS_LIMIT, "before": None}
     ),
-    ("recall",): Quick(recall, words=True, defaults={"k": RECALL_K}),
+    ("recall",): Quick(recall, words=True, defaults={"k": RECALL_K, "json": False}),
 }
 """Every command the quick route takes, by the words that name it: the one table the route
 reads, and tests/bxctl/test_start.py fuzzes against cyclopts."""

@@ -19,15 +19,17 @@ import msgspec
 
 import entries
 import proto
-from proto import AssistantRecord, ToolResultRecord, UserRecord
+from proto import AssistantRecord, UserRecord
 
 from ._common import CommandError, inline, print_json
 
 __all__ = [
+    "AROUND",
     "LIST_LIMIT",
     "catalogued",
     "resolve_session",
     "session_block",
+    "session_window",
     "sessions_list",
     "sessions_show",
 ]
@@ -227,41 +229,156 @@ def _records(directory: Path) -> list[proto.SessionRecord]:
     return read.records
 
 
-def sessions_show(home: Path, session: str, *, as_json: bool) -> int:
-    """One session's conversation, as the model saw it (tool results with their labels)."""
+def _session_dir(home: Path, session: str) -> Path:
+    """A session's folder, refused when it has no baseline (no session by that name)."""
     try:
         directory = home / "sessions" / proto.check_session_id(session)
     except proto.BadSessionId as exc:
         raise CommandError(str(exc)) from None
     if not (directory / proto.BASELINE_FILE).is_file():
         raise CommandError(f"there is no session {session} in {home / 'sessions'}")
-    records = _records(directory)
-    if as_json:
-        print_json(records)
-        return 0
+    return directory
+
+
+def _heading(directory: Path, session: str) -> str:
     try:
         baseline = proto.read_baseline(directory)
     except (OSError, ValueError) as exc:
         raise CommandError(str(exc)) from None
-    print(f"session {session}, created {inline(baseline.created)}, model {inline(baseline.model)}")
+    return f"session {session}, created {inline(baseline.created)}, model {inline(baseline.model)}"
+
+
+RESULT_SHOWN = 2000
+"""How much of a tool result `sessions show` prints (then how much it left out)."""
+
+
+def _shown(r: proto.SessionRecord) -> list[str]:
+    """A record as `sessions show` prints it: a block for each thing said or called."""
+    when = inline(r.time)
+    if isinstance(r, UserRecord):
+        return [f"[{when}] owner:\n{proto.for_terminal(r.content)}"]
+    if isinstance(r, AssistantRecord):
+        blocks = [f"[{when}] assistant:\n{proto.for_terminal(r.content)}"] if r.content else []
+        return blocks + [
+            f"[{when}] assistant called {inline(call.name)} {inline(call.arguments)}"
+            for call in r.tool_calls
+        ]
+    untrusted = " · untrusted" if r.untrusted else ""
+    left = len(r.content) - RESULT_SHOWN
+    more = f"\n… ({left:,} more characters)" if left > 0 else ""
+    return [
+        f"[{when}] {inline(r.name)} result · {r.class_}{untrusted}:\n"
+        f"{proto.for_terminal(r.content[:RESULT_SHOWN])}{more}"
+    ]
+
+
+def sessions_show(home: Path, session: str, *, as_json: bool) -> int:
+    """One session's conversation, as the model saw it (tool results with their labels)."""
+    directory = _session_dir(home, session)
+    records = _records(directory)
+    if as_json:
+        print_json(records)
+        return 0
+    print(_heading(directory, session))
     for r in records:
-        when = inline(r.time)
-        if isinstance(r, UserRecord):
-            print(f"\n[{when}] owner:\n{proto.for_terminal(r.content)}")
-        elif isinstance(r, AssistantRecord):
-            if r.content:
-                print(f"\n[{when}] assistant:\n{proto.for_terminal(r.content)}")
-            for call in r.tool_calls:
-                print(f"\n[{when}] assistant called {inline(call.name)} {inline(call.arguments)}")
-        elif isinstance(r, ToolResultRecord):
-            untrusted = " · untrusted" if r.untrusted else ""
-            more = (
-                f"\n… ({len(r.content) - 2000:,} more characters)" if len(r.content) > 2000 else ""
-            )
-            print(
-                f"\n[{when}] {inline(r.name)} result · {r.class_}{untrusted}:\n"
-                f"{proto.for_terminal(r.content[:2000])}{more}"
-            )
+        for block in _shown(r):
+            print(f"\n{block}")
+    return 0
+
+
+AROUND = 3
+"""How many records `sessions show --at` shows before and after the one asked for."""
+
+
+class WindowLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A line of a session log in `sessions show --at --json`: its record, or why it is none."""
+
+    record: int
+    """Its place in the log, from 0: what `--at` names."""
+    at: bool = False
+    """Whether it is the record asked for."""
+    entry: proto.SessionRecord | None = None
+    problem: str | None = None
+    """Why the line is not a record (damage), when it is not."""
+
+
+class Window(msgspec.Struct, frozen=True, kw_only=True):
+    """`sessions show --at --json`: one record of a session log and the records around it."""
+
+    session: str
+    epoch: int
+    at: int
+    records: int
+    """How many the log holds (records and damaged lines)."""
+    lines: list[WindowLine]
+
+
+def _window(directory: Path, epoch: int, at: int, around: int) -> tuple[list[WindowLine], int]:
+    """The lines `around` either side of line `at` (from 0) of the epoch's log, and its count."""
+    lo, hi = at - around, at + around
+    shown: list[WindowLine] = []
+    count = 0
+    try:
+        for line in proto.SESSION_LOG.lines(directory / f"{epoch}.jsonl"):
+            count = line.number
+            number = line.number - 1
+            if lo <= number <= hi:
+                shown.append(
+                    WindowLine(
+                        record=number, at=number == at, entry=line.record, problem=line.problem
+                    )
+                )
+    except OSError as exc:
+        raise CommandError(f"cannot read {directory / f'{epoch}.jsonl'}: {exc}") from None
+    return shown, count
+
+
+def _epochs(directory: Path) -> list[int]:
+    return sorted(
+        int(p.name.partition(".")[0])
+        for p in directory.iterdir()
+        if re.fullmatch(r"(0|[1-9][0-9]{0,8})\.jsonl", p.name)
+    )
+
+
+def session_window(home: Path, session: str, at: str, around: int, as_json: bool) -> int:
+    """Record `at` of a session (`RECORD` or `EPOCH:RECORD`), marked, with `around` either side."""
+    from ._common import clipped
+
+    try:
+        epoch, record = entries.parse_at(at)
+    except ValueError as exc:
+        raise CommandError(f"--at {clipped(at)} names no record: {exc}") from None
+    if around < 0:
+        raise CommandError(f"--around is how many records either side, 0 or more; {around} is not")
+    directory = _session_dir(home, session)
+    epochs = _epochs(directory)
+    if epoch not in epochs and (epoch or epochs):  # epoch 0 before its first record: empty
+        logs = ", ".join(str(e) for e in epochs) or "none yet"
+        raise CommandError(f"session {session} has no epoch {epoch}; its epochs: {logs}")
+    name = f"{epoch}:" if epoch else ""
+    shown, count = _window(directory, epoch, record, around) if epochs else ([], 0)
+    if record >= count:
+        held = f"records {name}0 to {name}{count - 1}" if count else "no records yet"
+        raise CommandError(f"session {session} has no record {name}{record}: it has {held}")
+    if as_json:
+        print_json(Window(session=session, epoch=epoch, at=record, records=count, lines=shown))
+        return 0
+    print(_heading(directory, session))
+    first, last = shown[0].record, shown[-1].record
+    of = f"{count:,} in epoch {epoch}" if epoch else f"{count:,}"
+    print(f"records {name}{first} to {name}{last} (of {of}, from 0); > marks {name}{record}")
+    for line in shown:
+        margin = "> " if line.at else "  "
+        if line.entry is None:
+            problem = inline(line.problem or "")
+            blocks = [f"(line {line.record + 1} is not a session record: {problem})"]
+        else:
+            blocks = _shown(line.entry)
+        for n, block in enumerate(blocks):
+            print(margin.rstrip() if n else "")
+            text = f"#{name}{line.record} {block}" if n == 0 else block
+            print("\n".join(margin + row for row in text.split("\n")))
     return 0
 
 
