@@ -226,7 +226,8 @@ def test_archive_entries_are_private_trusted_with_their_moved_line(tmp_path: Pat
     )
     rows, count = archive_rows(archive, max_class=Class.private)
     assert count == 2
-    assert [tuple(r) for r in rows] == [
+    assert [r.context for r in rows] == ["", ""]  # an archive entry follows no message
+    assert [(r.text, *r.source()) for r in rows] == [
         (
             "Owner prefers UTC.",
             "archive",

@@ -12,16 +12,17 @@ import sqlean
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd._store import SCHEMA
+from memoryd._store import schema
 from memoryd.ranking._query import match_string, query_terms
 
 SHAPE = re.compile(r'"[^"]+"( OR "[^"]+")*')
 
 
-@pytest.fixture(scope="module")
-def fts() -> Iterator[Any]:
+@pytest.fixture(scope="module", params=["spec", "context"])
+def fts(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The three rows in an index as each ranking keeps it (the spec's, the context one's)."""
     conn = sqlean.connect(":memory:")
-    for statement in SCHEMA:
+    for statement in schema(request.param):
         conn.execute(statement)
     conn.executemany(
         "INSERT INTO hits (text) VALUES (?)",

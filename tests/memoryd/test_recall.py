@@ -25,6 +25,13 @@ FETCHER = "chat-17891234abcdefgh"
 CALLER = "mm-dh45qgxxxxxxxxxx"
 
 
+@pytest.fixture(params=["context", "spec"])
+def ranking(request: pytest.FixtureRequest) -> proto.RecallRanking:
+    """The spec's recall holds under both rankings: each test runs under each."""
+    ranking: proto.RecallRanking = request.param
+    return ranking
+
+
 def recall_call(query: str, k: int = 5, call: str = "c1", **extra: Any) -> ToolRequest:
     return ToolRequest(
         session=SESSION,
@@ -213,6 +220,31 @@ async def test_every_recall_is_in_the_recall_log(role: Memoryd, settings: Settin
     assert (no_terms.query, no_terms.hits) == ("!!", [])
     path = settings.memory_dir / "recalls"
     assert oct(path.stat().st_mode & 0o777) == "0o700"
+
+
+async def test_the_owners_recall_is_the_tools_hit_by_hit(role: Memoryd, settings: Settings) -> None:
+    tool = await recall(settings, "launch window UTC answers", k=3)
+    with trio.fail_after(CAP_S):
+        owner = await proto.call(
+            settings.admin_socket,
+            proto.OwnerRecall(query="launch window UTC answers", k=3),
+            proto.OwnerRecalled,
+        )
+        with pytest.raises(proto.RemoteError, match="recall arguments"):
+            await proto.call(
+                settings.admin_socket, proto.OwnerRecall(query="x", k=11), proto.OwnerRecalled
+            )
+    assert owner.label == tool.label
+    assert [hit.snippet for hit in owner.hits] == tool.content.split("\n")[1::2]
+    assert [
+        (h.source.kind, h.source.session, h.source.epoch, h.source.record) for h in owner.hits
+    ] == [
+        ("archive", SESSION, None, 0),
+        ("session", SESSION, 0, 0),
+    ]
+    assert [h.label for h in owner.hits] == [Label(class_=Class.private)] * 2
+    [logged] = recall_log(settings)  # the tool's recall only: the owner's leaves no line
+    assert logged.hits == [hit.source for hit in owner.hits]
 
 
 async def test_a_consolidated_entry_is_found_by_recall(role: Memoryd, settings: Settings) -> None:

@@ -52,13 +52,16 @@ from ._config import socket_path as socket_path
 from ._configs import EMBEDDED as EMBEDDED
 from ._configs import EMBEDDED_URL_ENV as EMBEDDED_URL_ENV
 from ._configs import BrokerdConfig as BrokerdConfig
+from ._configs import FunctionWordsLanguage as FunctionWordsLanguage
 from ._configs import LoopdConfig as LoopdConfig
 from ._configs import LoopdModel as LoopdModel
 from ._configs import MattermostConfig as MattermostConfig
 from ._configs import MattermostId as MattermostId
 from ._configs import MemorydConfig as MemorydConfig
+from ._configs import MemorydRecall as MemorydRecall
 from ._configs import PositiveCount as PositiveCount
 from ._configs import PositiveSeconds as PositiveSeconds
+from ._configs import RecallRanking as RecallRanking
 from ._core_calls import BadArgs as BadArgs
 from ._core_calls import Brokered as Brokered
 from ._core_calls import CallTool as CallTool

@@ -23,13 +23,16 @@ __all__ = [
     "EMBEDDED",
     "EMBEDDED_URL_ENV",
     "BrokerdConfig",
+    "FunctionWordsLanguage",
     "LoopdConfig",
     "LoopdModel",
     "MattermostConfig",
     "MattermostId",
     "MemorydConfig",
+    "MemorydRecall",
     "PositiveCount",
     "PositiveSeconds",
+    "RecallRanking",
 ]
 
 PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
@@ -66,6 +69,23 @@ class MemorydIndex(ConfigSection, frozen=True, kw_only=True):
     max_class: Class = Class.private
 
 
+RecallRanking = Literal["context", "spec"]
+"""How recall ranks: `context` (stems, the turn a reply answers, function words left out
+of the query, hits of one session raising each other) or `spec` (the spec's bm25 OR
+query over every term, as it is)."""
+
+
+FunctionWordsLanguage = Literal["en", "de", "fr", "es"]
+"""A language whose function words the context ranking leaves out of a query."""
+
+
+class MemorydRecall(ConfigSection, frozen=True, kw_only=True):
+    """`[recall]`: how recall ranks its hits, and the languages the owner writes."""
+
+    ranking: RecallRanking = "context"
+    languages: list[FunctionWordsLanguage] = msgspec.field(default_factory=lambda: ["en"])
+
+
 class MemorydSockets(ConfigSection, frozen=True, kw_only=True):
     """`[sockets]`: socket paths; defaults under `{home}/run/` (spec §7)."""
 
@@ -96,6 +116,7 @@ class MemorydConfig(ConfigSection, frozen=True, kw_only=True):
     paths: PathsSection = msgspec.field(default_factory=PathsSection)
     memory: MemorydMemory = msgspec.field(default_factory=MemorydMemory)
     index: MemorydIndex = msgspec.field(default_factory=MemorydIndex)
+    recall: MemorydRecall = msgspec.field(default_factory=MemorydRecall)
     sockets: MemorydSockets = msgspec.field(default_factory=MemorydSockets)
     keys: MemorydKeys = msgspec.field(default_factory=MemorydKeys)
     peers: MemorydPeers = msgspec.field(default_factory=MemorydPeers)

@@ -66,8 +66,14 @@ class LogMark(msgspec.Struct, frozen=True, kw_only=True):
         )
 
     def cursor(self) -> Cursor:
-        """The cursor again."""
-        return Cursor(records=self.records, offset=self.offset, label=self.label, inode=self.inode)
+        """The cursor again, without the last message (a clean stop keeps no text)."""
+        return Cursor(
+            records=self.records,
+            offset=self.offset,
+            label=self.label,
+            inode=self.inode,
+            said=None,
+        )
 
 
 class VocabularyMark(msgspec.Struct, frozen=True, kw_only=True):

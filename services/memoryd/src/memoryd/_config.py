@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 import proto
-from proto import Class, MemorydConfig
+from proto import Class, FunctionWordsLanguage, MemorydConfig, RecallRanking
 
 __all__ = ["Settings", "load_settings", "resolve"]
 
@@ -27,6 +27,8 @@ class Settings:
     read_timeout_s: float
     drain_s: float
     approval_key: Path
+    ranking: RecallRanking = "context"
+    languages: tuple[FunctionWordsLanguage, ...] = ("en",)
     loop_peers: frozenset[int] = frozenset()
     broker_peers: frozenset[int] = frozenset()
     admin_peers: frozenset[int] = frozenset()
@@ -70,6 +72,8 @@ def resolve(config: MemorydConfig, *, config_dir: Path) -> Settings:
         read_timeout_s=config.sockets.read_timeout_s,
         drain_s=config.sockets.drain_s,
         approval_key=proto.home_path(config.keys.approval, proto.APPROVAL_KEY, home, config_dir),
+        ranking=config.recall.ranking,
+        languages=tuple(config.recall.languages),
         loop_peers=proto.peers_of(config.peers.loop, "loop"),
         broker_peers=proto.peers_of(config.peers.broker, "broker"),
         admin_peers=proto.peers_of(config.peers.admin, "admin"),

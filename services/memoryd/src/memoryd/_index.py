@@ -44,6 +44,7 @@ import sqlean
 import trio
 
 import proto
+from proto import RecallRanking
 
 from ._clean import CleanStop, LogMark, mark_of, save, take, wal_of
 from ._index_files import READERS, RUNBOOK, Files, IndexUnavailable
@@ -84,7 +85,10 @@ class Index:
     def __init__(self, index_dir: Path, sources: Sources) -> None:
         self.files = Files(index_dir, sources)
         self.statistics = Statistics(self.files)
-        self.files.inserted = self.statistics.bound
+        self.spec_engine = sources.ranking == "spec"
+        """Whether the spec's ranking engine ranks (and its statistics are kept)."""
+        if self.spec_engine:
+            self.files.inserted = self.statistics.bound
         self.ingest = Ingest(self.files, self.statistics)
         self.searcher = Searcher(self.files, self.statistics)
         self.forget = IndexForget(self.files, self.statistics, self.ingest)
@@ -147,12 +151,16 @@ class Index:
         async with trio.open_nursery() as nursery:
             opened = await trio.to_thread.run_sync(self._open_existing)
             nursery.start_soon(self._settle_doubt)
-            nursery.start_soon(self.searcher.check_engine)
+            if self.spec_engine:
+                nursery.start_soon(self.searcher.check_engine)
+            else:
+                self.searcher.engine_checked.set()  # the context ranking is its plain form
             if opened:
                 if recover is not None:
                     await recover(True)
                 self.ready.set()
-                self.statistics.opened()
+                if self.spec_engine:
+                    self.statistics.opened()
                 try:
                     await self.catch_up()
                 except IndexDamaged as exc:
@@ -167,7 +175,8 @@ class Index:
                 if recover is not None:
                     await recover(False)
             self.caught_up.set()
-            nursery.start_soon(self.statistics.keep)
+            if self.spec_engine:
+                nursery.start_soon(self.statistics.keep)
             await shutdown.wait()
             nursery.cancel_scope.cancel()  # a scan of the best scores too: its process is killed
         async with self.files.exclusive():
@@ -233,7 +242,7 @@ class Index:
             return
         try:
             async with self.files.reading() as conn:
-                await trio.to_thread.run_sync(_check_whole, conn)
+                await trio.to_thread.run_sync(_check_whole, conn, self.sources.ranking)
         except IndexDamaged as exc:
             log.error("%s is damaged (%s); rebuilding it (runbook: %s)", self.path, exc, RUNBOOK)
             try:
@@ -349,5 +358,5 @@ class Index:
         return self.forget.verify_forget(needle)
 
 
-def _check_whole(conn: Connection) -> None:
-    verify(conn, thorough=True)
+def _check_whole(conn: Connection, ranking: RecallRanking) -> None:
+    verify(conn, ranking, thorough=True)

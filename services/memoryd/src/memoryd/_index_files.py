@@ -31,6 +31,7 @@ from ._store import (
     INDEX_FILE,
     Connection,
     IndexDamaged,
+    OtherRanking,
     Sources,
     Writer,
     connect,
@@ -90,8 +91,13 @@ class Files:
         conn = None
         try:
             conn = connect(self.path)
-            verify(conn, thorough=thorough)
+            verify(conn, self.sources.ranking, thorough=thorough)
             self.install(conn)
+        except OtherRanking as exc:
+            if conn is not None:
+                self.close_all(conn)
+            log.info("%s: %s; rebuilding it", self.path, exc)
+            return False
         except (IndexDamaged, OSError) as exc:
             if conn is not None:
                 self.close_all(conn)
@@ -103,7 +109,7 @@ class Files:
 
     def install(self, conn: Connection) -> None:
         """Make `conn` the writer, and open the readers beside it."""
-        self._writer = Writer(conn)
+        self._writer = Writer(conn, self.sources.ranking)
         self._writer.inserted = self.inserted
         self._readers = []
         for _ in range(READERS):

@@ -34,7 +34,7 @@ from ._index_files import Files
 from ._index_ingest import Ingest
 from ._index_stats import Statistics
 from ._logs import archive_rows, redact_row
-from ._store import Connection, IndexDamaged, set_secure_fts, text_hash
+from ._store import Connection, IndexDamaged, row_value, set_secure_fts, text_hash
 from .ranking.stored import secure_fts, texts_where
 
 __all__ = [
@@ -95,29 +95,46 @@ class IndexForget:
         return len(held), near
 
     def holding(self, needle: str) -> list[tuple[int, str, str, str]]:
-        """Every row holding `needle`: rowid, text, kind, role (blocking; under `forgetting`).
+        """Every row whose text holds `needle`: rowid, text, kind, role (blocking).
 
         A row holds it when taking it out would change the row (`redact_row`): the rule
-        of the forget that writes it, and of the check after.
+        of the forget that writes it, and of the check after. Rows holding it only as the
+        message they follow (`_held`) are left out: they are not messages holding it.
         """
+        return [
+            (held.rowid, held.text, held.kind, held.role)
+            for held in self._held(needle)
+            if held.new_text != held.text
+        ]
+
+    def _held(self, needle: str) -> list[_Held]:
+        """Every row holding `needle` in its text or in the message it follows."""
         try:
             found = holding_rows(self.files.writing().conn, needle)
         except sqlean.Error as exc:
             raise IndexDamaged(f"cannot read {self.files.path}: {exc}") from exc
-        return [row for row in found if redact_row(row[1], row[3], needle) != row[1]]
+        held = [_Held.of(row, needle) for row in found]
+        return [row for row in held if row.new_text != row.text or row.new_context != row.context]
 
     def plan_forget(self, needle: str) -> Forgetting:
-        """The index's part of forgetting `needle` (blocking; under `forgetting`)."""
+        """The index's part of forgetting `needle` (blocking; under `forgetting`).
+
+        A row is put back with its text and the message it follows both redacted: the
+        message a row follows is the text of the row before it, redacted the same way.
+        """
         rows: list[proto.LineEdit] = []
         archive = False
-        held = self.holding(needle)
-        for rowid, text, kind, role in held:
-            if kind == "archive":
+        ranking = self.files.sources.ranking
+        held = self._held(needle)
+        for row in held:
+            if row.kind == "archive":
                 archive = True
                 continue
-            new = redact_row(text, role, needle)
-            rows.append(proto.LineEdit(line=rowid, old=text_hash(text), new=new))
-        return Forgetting(rows=rows, archive=archive, held=len(held))
+            old = text_hash(row_value(ranking, row.text, row.context))
+            new = row_value(ranking, row.new_text, row.new_context)
+            rows.append(proto.LineEdit(line=row.rowid, old=old, new=new))
+        count = sum(1 for row in held if row.new_text != row.text)
+        return Forgetting(rows=rows, archive=archive, held=count)
 
     def near(self, needle: str) -> list[str]:
         """Texts of rows holding every word of `needle` but not `needle` (blocking)."""
@@ -198,7 +215,7 @@ class IndexForget:
     def verify_forget(self, needle: str) -> list[str]:
         """Where the index still holds `needle`: a row (`holding`), or the file's bytes."""
         try:
-            found = [f"index row {rowid}: still holds it" for rowid, *_ in self.holding(needle)]
+            found = [f"index row {row.rowid}: still holds it" for row in self._held(needle)]
         except IndexDamaged as exc:
             found = [f"index: cannot be read: {exc}"]
         path = self.files.path
@@ -206,8 +223,38 @@ class IndexForget:
         return found + [f"{name}: its bytes still hold it" for name in raw_holders(files, needle)]
 
 
-def holding_rows(conn: Connection, needle: str) -> list[tuple[int, str, str, str]]:
-    """Every row that may hold `needle`: rowid, text, kind and role; `redact_row` tells.
+@dataclasses.dataclass(frozen=True)
+class _Held:
+    """A row that may hold a text, and the row with the text taken out of it."""
+
+    rowid: int
+    text: str
+    context: str
+    kind: str
+    role: str
+    new_text: str
+    new_context: str
+
+    @classmethod
+    def of(cls, row: tuple[int, str, str, str, str], needle: str) -> _Held:
+        rowid, text, context, kind, role = row
+        # The message a row follows is a message's row (the owner's or the assistant's).
+        return cls(
+            rowid,
+            text,
+            context,
+            kind,
+            role,
+            redact_row(text, role, needle),
+            redact_row(context, "user", needle) if context else context,
+        )
+
+
+def holding_rows(conn: Connection, needle: str) -> list[tuple[int, str, str, str, str]]:
+    """Every row that may hold `needle`: rowid, text, context, kind and role.
+
+    `redact_row` tells whether it does. The context is the message the row follows (""
+    where the index keeps none).
 
     A scan of the stored text with a Python function (`proto.holds`), not a MATCH: a
     text is not a sequence of FTS5 tokens (a part of a word, punctuation, an invisible
@@ -236,7 +283,13 @@ def holding_rows(conn: Connection, needle: str) -> list[tuple[int, str, str, str
         ):
             sources[int(rowid)] = (str(kind), str(role))
     return [
-        (int(rowid), str(text), *sources.get(int(rowid), ("session", ""))) for rowid, text in found
+        (
+            int(rowid),
+            texts[0],
+            texts[1] if len(texts) > 1 else "",
+            *sources.get(rowid, ("session", "")),
+        )
+        for rowid, texts in found
     ]
 
 

@@ -32,7 +32,7 @@ from ._logs import (
     list_logs,
     session_logs,
 )
-from ._store import IndexDamaged, Writer, session_rows, text_hash
+from ._store import IndexDamaged, Writer, row_value, session_rows, text_hash
 
 __all__ = ["Ingest"]
 
@@ -114,7 +114,7 @@ class Ingest:
         self.cursors.update(cursors)
 
     def _resync(self, writer: Writer, session: str, logs: list[SessionLog], since: int) -> None:
-        """Put back each row of `session` from rowid `since` whose text its log no longer gives.
+        """Put back each row of `session` from rowid `since` that its log no longer gives.
 
         A forget's part here rewrote the rows holding the text, and noted where the rows
         stood (`since`); loopd rewrote the log after. A turn that ended between the two was
@@ -123,11 +123,14 @@ class Ingest:
         session is looked at: one scan of `sources`.
         """
         made, _, _ = session_rows(logs, {}, {}, self.files.sources.max_class)
+        ranking = writer.ranking
         try:
-            now = _by_place((r.epoch, r.record, r.role, r.text) for r in made)
+            now = _by_place(
+                (r.epoch, r.record, r.role, row_value(ranking, r.text, r.context)) for r in made
+            )
             held = _by_place(
-                (epoch, record, role, (rowid, text))
-                for rowid, epoch, record, role, text in writer.session_texts(session, since)
+                (epoch, record, role, (rowid, value))
+                for rowid, epoch, record, role, value in writer.session_values(session, since)
             )
             steps = [
                 (rowid, text_hash(text), now[key])

@@ -1,9 +1,10 @@
 """Recall's searches of the index, and the ranking engine's self-check at start.
 
 A search borrows one of the readers (`Files.reading`) and ranks in a worker thread, in
-one read transaction, by `ranking.rank` with what `Statistics` keeps (term counts, best
-scores) and the engine's verdict; a search that finds the term counts stale asks for a
-recount. The self-check compares the engine with FTS5 once the index is open, off the
+one read transaction: by the context ranking (`ranking.rank_context`, the default), or
+by the spec's (`ranking.rank`, with what `Statistics` keeps: term counts, best scores,
+and the engine's verdict; a search that finds the term counts stale asks for a
+recount). The self-check compares the engine with FTS5 once the index is open, off the
 serving path: until it has run, the engine ranks unchecked.
 
 Rules: a search fails with `IndexUnavailable` while the index is being built, and with
@@ -29,8 +30,10 @@ from .ranking import (
     Unchecked,
     Verdict,
     fetch,
+    function_words,
     query_terms,
     rank,
+    rank_context,
     self_check,
 )
 
@@ -53,6 +56,8 @@ class Searcher:
     def __init__(self, files: Files, statistics: Statistics) -> None:
         self.files = files
         self.statistics = statistics
+        self.function_words = function_words(files.sources.languages)
+        """The words the context ranking leaves out of a query (`[recall] languages`)."""
         self.engine: Verdict = Unchecked()
         """The ranking engine's self-check at start (`ranking.self_check`), for `rank`."""
         self.engine_checked = trio.Event()
@@ -109,9 +114,18 @@ class Searcher:
         try:
             conn.execute("BEGIN")
             try:
-                ranking = rank(
-                    conn, terms, k, vocabulary, bounds=self.statistics.bounds, verdict=self.engine
-                )
+                if self.files.sources.ranking == "context":
+                    ranked = rank_context(conn, terms, k, self.function_words)
+                    ranking = Ranking(ranked.rows, "context", exact=True, marked=ranked.terms)
+                else:
+                    ranking = rank(
+                        conn,
+                        terms,
+                        k,
+                        vocabulary,
+                        bounds=self.statistics.bounds,
+                        verdict=self.engine,
+                    )
                 found = fetch(conn, [rowid for rowid, _ in ranking.rows])
             except BaseException:
                 # An I/O error may have ended the transaction already; what failed is

@@ -70,6 +70,23 @@ class Row(NamedTuple):
     role: str  # "user", "assistant", "tool_call"; for archive.md the file it came from
     class_: str
     untrusted: int
+    context: str = ""
+    """The message this row's message follows in its session (the owner's or the
+    assistant's, as indexed): the context ranking searches a reply with it. Empty for a
+    tool call, an archive entry, and a session's first message."""
+
+    def source(self) -> tuple[str, str, int | None, int, str, str, str, int]:
+        """The row's columns of `sources` (after its rowid)."""
+        return (
+            self.kind,
+            self.session,
+            self.epoch,
+            self.record,
+            self.time,
+            self.role,
+            self.class_,
+            self.untrusted,
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -85,6 +102,10 @@ class Cursor:
     offset: int
     label: Label
     inode: int = 0
+    said: str | None = ""
+    """The last message (the owner's or the assistant's) indexed before this point: the
+    context of the next one. None when not known (a cursor taken up from a clean stop,
+    which keeps no text): the log is then read again from its start."""
 
     def still(self, path: Path) -> bool:
         """Whether this cursor still points into `path` (the same file, not a rewrite)."""
@@ -186,6 +207,7 @@ def read_log(
     except FileNotFoundError:
         inode = 0
     label, record, offset = start.label, start.records, start.offset
+    said = start.said or ""
     bad: list[proto.Line[SessionRecord]] = []
     for line in SESSION_LOG.lines(found.path, offset=start.offset, number=start.records + 1):
         record, offset = line.number, line.end
@@ -193,12 +215,10 @@ def read_log(
         if parsed is None:
             if record > indexed:  # lines read before were reported then
                 bad.append(line)
-        elif (
-            not isinstance(parsed, ToolResultRecord)
-            and record > indexed
-            and label.class_.rank <= max_class.rank
-        ):
-            _add_rows(rows, parsed, found, record - 1, label)
+        elif not isinstance(parsed, ToolResultRecord) and label.class_.rank <= max_class.rank:
+            if record > indexed:
+                _add_rows(rows, parsed, found, record - 1, label, said)
+            said = _message(parsed) or said
         label = label_after(label, line)
     if bad:
         log.warning(
@@ -208,7 +228,13 @@ def read_log(
             bad[0].number,
             bad[0].problem,
         )
-    return rows, Cursor(records=record, offset=offset, label=label, inode=inode)
+    return rows, Cursor(records=record, offset=offset, label=label, inode=inode, said=said)
+
+
+def _message(parsed: UserRecord | AssistantRecord) -> str:
+    """The record's message as a row holds it ("" when it gives no message row)."""
+    content = parsed.content or ""
+    return content if content.strip() else ""
 
 
 def _add_rows(
@@ -217,8 +243,9 @@ def _add_rows(
     found: SessionLog,
     record: int,
     label: Label,
+    said: str,
 ) -> None:
-    def row(text: str, role: str) -> Row:
+    def row(text: str, role: str, context: str = "") -> Row:
         return Row(
             text,
             "session",
@@ -229,14 +256,15 @@ def _add_rows(
             role,
             label.class_.value,
             int(label.untrusted),
+            context,
         )
 
     if isinstance(parsed, UserRecord):
         if parsed.content.strip():
-            rows.append(row(parsed.content, "user"))
+            rows.append(row(parsed.content, "user", said))
         return
     if parsed.content and parsed.content.strip():
-        rows.append(row(parsed.content, "assistant"))
+        rows.append(row(parsed.content, "assistant", said))
     for call in parsed.tool_calls:
         rows.append(row(f"{call.name} {call.arguments}", "tool_call"))
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import partial
 from typing import TypeVar, assert_never
@@ -27,6 +28,8 @@ from proto import (
     MemoryWhy,
     Message,
     Ok,
+    OwnerRecall,
+    OwnerRecalled,
     RecallQuery,
     Reindex,
     Reindexed,
@@ -45,7 +48,7 @@ from ._forget import MemoryForget, MemorySteps
 from ._history import JournalTable
 from ._index import RUNBOOK, Index, IndexDamaged, IndexUnavailable, Search
 from ._owner import find, plan_undo
-from ._recall import label_of, recall_record, render
+from ._recall import label_of, owner_hits, recall_record, render
 from ._store import Sources
 from ._why import why
 
@@ -76,6 +79,8 @@ class Memoryd:
                 sessions_dir=settings.sessions_dir,
                 archive=self.memory.path("archive.md"),
                 max_class=settings.max_class,
+                ranking=settings.ranking,
+                languages=settings.languages,
             ),
         )
         self.forget = MemoryForget(self.memory, self.edits, self.index)
@@ -194,7 +199,7 @@ class Memoryd:
     # -- the owner ---------------------------------------------------------------------
 
     async def handle_admin(self, request: proto.OwnerMemoryRequest, conn: Connection) -> Message:
-        """The owner: reindex, recall_query, the journal, why, find, undo plans, the block."""
+        """The owner: reindex, recall, the journal, why, find, undo plans, the block."""
         match request:
             case MemoryHistory():
                 return await trio.to_thread.run_sync(self._history, request)
@@ -202,6 +207,8 @@ class Memoryd:
                 return await self.reindex()
             case RecallQuery():
                 return await self.recall_query(request)
+            case OwnerRecall():
+                return await self.owner_recall(request)
             case MemoryWhy():
                 return await self._owner_read(
                     why, self.memory, self.settings.sessions_dir, request.part, self.journal
@@ -261,18 +268,17 @@ class Memoryd:
 
     async def recall_query(self, request: RecallQuery) -> ToolResponse:
         """The owner's own search: the recall engine and format, no recall-log line."""
-        try:  # the tool's own limits: 1 to 500 characters, k from 1 to 10
-            args = proto.parse_recall_args(
-                _encoder.encode({"query": request.query, "k": request.k})
-            )
-        except proto.ToolArgsError as exc:
-            raise ServiceError("bad-arguments", str(exc)) from None
-        try:
+        args = _owner_args(request.query, request.k)
+        with _owner_search():
             return await self._recall("owner", args)
-        except IndexUnavailable as exc:
-            raise ServiceError("index-unavailable", str(exc), runbook=RUNBOOK) from None
-        except IndexDamaged as exc:
-            raise ServiceError("memory-index-damaged", str(exc), runbook=RUNBOOK) from None
+
+    async def owner_recall(self, request: OwnerRecall) -> OwnerRecalled:
+        """The owner's own search hit by hit, each with its source; no recall-log line."""
+        args = _owner_args(request.query, request.k)
+        with _owner_search():
+            search = await self.index.search(args.query, args.k)
+        found = search.found
+        return OwnerRecalled(hits=owner_hits(found, search.ranking.marked), label=label_of(found))
 
     async def _recall(
         self, call_id: str, args: proto.RecallArgs, *, then: Callable[[Search], None] | None = None
@@ -300,3 +306,22 @@ class Memoryd:
             await self.index.archive_changed()
         except (IndexDamaged, OSError) as exc:
             log.error("archive.md changed but could not be indexed: %s (runbook: %s)", exc, RUNBOOK)
+
+
+def _owner_args(query: str, k: int) -> proto.RecallArgs:
+    """The owner's search, held to the recall tool's own limits (1 to 500 characters, k 1 to 10)."""
+    try:
+        return proto.parse_recall_args(_encoder.encode({"query": query, "k": k}))
+    except proto.ToolArgsError as exc:
+        raise ServiceError("bad-arguments", str(exc)) from None
+
+
+@contextlib.contextmanager
+def _owner_search() -> Iterator[None]:
+    """An index that cannot answer the owner's search, as the owner's `error` frame."""
+    try:
+        yield
+    except IndexUnavailable as exc:
+        raise ServiceError("index-unavailable", str(exc), runbook=RUNBOOK) from None
+    except IndexDamaged as exc:
+        raise ServiceError("memory-index-damaged", str(exc), runbook=RUNBOOK) from None

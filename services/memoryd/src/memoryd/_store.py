@@ -1,7 +1,8 @@
 """The index file and its writes, blocking; callers run these in a worker thread (spec §6).
 
 `{home}/index/memory.sqlite3` holds the spec's schema and nothing else: `hits` (FTS5, the
-text), `sources` (where each row came from, and its label) and `progress` (how many
+text; for the context ranking, stemmed, with the message each row follows beside it),
+`sources` (where each row came from, and its label) and `progress` (how many
 records of each session log are read; `archive.md`'s row counts archive entries). It is
 opened in WAL mode with `synchronous=NORMAL`, autocommit off (`isolation_level=None`)
 and explicit transactions. A connection is used by one thread at a time; the caller
@@ -24,9 +25,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import sqlean
 
-from proto import Class, Label
+from proto import Class, FunctionWordsLanguage, Label, RecallRanking
 
 from ._logs import (
     ARCHIVE_LOG,
@@ -40,10 +42,12 @@ from ._logs import (
 from .ranking import averages
 
 __all__ = [
+    "CONTEXT_HITS",
     "INDEX_FILE",
     "SCHEMA",
     "Built",
     "IndexDamaged",
+    "OtherRanking",
     "Sources",
     "Writer",
     "build",
@@ -51,6 +55,8 @@ __all__ = [
     "private",
     "remove_file",
     "roll_back",
+    "row_value",
+    "schema",
     "set_secure_fts",
     "text_hash",
     "verify",
@@ -65,6 +71,10 @@ SCHEMA = (
     "record INTEGER, time TEXT, role TEXT, class TEXT, untrusted INTEGER)",
     "CREATE TABLE progress (log TEXT PRIMARY KEY, records INTEGER)",
 )
+CONTEXT_HITS = "CREATE VIRTUAL TABLE hits USING fts5(text, context, tokenize = 'porter unicode61')"
+"""`hits` as the context ranking keeps it (`[recall] ranking = "context"`, the default): each
+row's text and the message it follows (`Row.context`), stemmed; the other two tables are
+the spec's."""
 _TABLES = ("hits", "sources", "progress")
 _SUFFIXES = ("", "-journal", "-wal", "-shm")
 
@@ -78,13 +88,26 @@ class IndexDamaged(Exception):
     code = "memory-index-damaged"
 
 
+class OtherRanking(IndexDamaged):
+    """The file was built for the other ranking (`[recall] ranking` changed): rebuilt."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Sources:
-    """What the index is built from, and what it leaves out."""
+    """What the index is built from, what it leaves out, and how it is kept and ranked."""
 
     sessions_dir: Path
     archive: Path
     max_class: Class
+    ranking: RecallRanking = "spec"
+    """`hits`' schema and recall's ranking: the spec's, or the context ranking's."""
+    languages: tuple[FunctionWordsLanguage, ...] = ("en",)
+    """Whose function words the context ranking leaves out of a query."""
+
+
+def schema(ranking: RecallRanking) -> tuple[str, ...]:
+    """The index's tables for `ranking`: the spec's, with `hits` the ranking's own."""
+    return SCHEMA if ranking == "spec" else (CONTEXT_HITS, *SCHEMA[1:])
 
 
 def connect(path: Path) -> Connection:
@@ -134,11 +157,12 @@ def _normalised(sql: str) -> str:
     return " ".join(sql.split())
 
 
-def verify(conn: Connection, *, thorough: bool = False) -> None:
-    """Check that the schema is the spec's and the tables read; `IndexDamaged` if not.
+def verify(conn: Connection, ranking: RecallRanking, *, thorough: bool = False) -> None:
+    """Check that the schema is `ranking`'s and the tables read; `IndexDamaged` if not.
 
     Args:
         conn: An open connection.
+        ranking: The ranking the file must be kept for (`OtherRanking` if it is the other's).
         thorough: Also run `PRAGMA quick_check` (reads every page: seconds at 1M rows).
     """
     try:
@@ -147,7 +171,10 @@ def verify(conn: Connection, *, thorough: bool = False) -> None:
                 "SELECT name, sql FROM sqlite_master WHERE name IN (?, ?, ?)", _TABLES
             ).fetchall()
         )
-        for name, sql in zip(_TABLES, SCHEMA, strict=True):
+        other: RecallRanking = "context" if ranking == "spec" else "spec"
+        if _normalised(found.get("hits") or "") == _normalised(schema(other)[0]):
+            raise OtherRanking(f"it was built for the {other} ranking, not the {ranking} one")
+        for name, sql in zip(_TABLES, schema(ranking), strict=True):
             if _normalised(found.get(name) or "") != _normalised(sql):
                 raise IndexDamaged(f"table {name!r} is missing or not the spec's")
         conn.execute("SELECT count(*) FROM progress").fetchone()
@@ -160,10 +187,10 @@ def verify(conn: Connection, *, thorough: bool = False) -> None:
         raise IndexDamaged(str(exc)) from exc
 
 
-def create_schema(conn: Connection) -> None:
-    """Create the three tables in an empty file."""
+def create_schema(conn: Connection, ranking: RecallRanking = "spec") -> None:
+    """Create the three tables in an empty file, `hits` as `ranking` keeps it."""
     conn.execute("BEGIN")
-    for statement in SCHEMA:
+    for statement in schema(ranking):
         conn.execute(statement)
     set_secure_fts(conn)
     conn.execute("COMMIT")
@@ -178,8 +205,9 @@ def remove_file(path: Path) -> None:
 class Writer:
     """The one connection that writes the live index; used by one thread at a time."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, ranking: RecallRanking = "spec") -> None:
         self.conn = conn
+        self.ranking: RecallRanking = ranking
         row = conn.execute("SELECT coalesce(max(rowid), 0) FROM sources").fetchone()
         self.next_rowid: int = row[0] + 1
         self.inserted: Callable[[Connection, int, list[Row]], None] | None = None
@@ -200,7 +228,7 @@ class Writer:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             first = self.next_rowid
-            _insert(self.conn, rows, first)
+            _insert(self.conn, rows, first, self.ranking)
             if self.inserted is not None:
                 self.inserted(self.conn, first, rows)
             self.conn.executemany(
@@ -224,7 +252,7 @@ class Writer:
             )
             self.conn.execute("DELETE FROM sources WHERE kind = ?", ("archive",))
             first = self.next_rowid
-            _insert(self.conn, rows, first)
+            _insert(self.conn, rows, first, self.ranking)
             if self.inserted is not None:
                 self.inserted(self.conn, first, rows)
             self.conn.execute(
@@ -237,50 +265,55 @@ class Writer:
             raise
         self.next_rowid = first + len(rows)
 
-    def session_texts(
+    def session_values(
         self, session: str, since: int = 0
     ) -> list[tuple[int, int | None, int, str, str]]:
-        """The rows of a session's logs from rowid `since`: rowid, epoch, record, role, text.
+        """The rows of a session's logs from rowid `since`: rowid, epoch, record, role, value.
 
         A range of `sources` by its key from `since` (0: a scan of it all, which has no
-        index by session): for a log a forget rewrote.
+        index by session): for a log a forget rewrote. The value is `row_value`'s.
         """
         sources = self.conn.execute(
             "SELECT rowid, epoch, record, role FROM sources "
             "WHERE rowid >= ? AND kind = 'session' AND session = ? ORDER BY rowid",
             (since, session),
         ).fetchall()
-        texts: dict[int, str] = {}
-        for start in range(0, len(sources), 500):  # by key: FTS5 is never scanned whole
-            part = [row[0] for row in sources[start : start + 500]]
-            marks = ",".join("?" * len(part))
-            found = self.conn.execute(
-                f"SELECT rowid, text FROM hits WHERE rowid IN ({marks})", part
-            )
-            texts.update((int(rowid), str(text)) for rowid, text in found)
+        texts = self.values([int(row[0]) for row in sources])
         return [(int(a), e, int(r), str(role), texts[a]) for a, e, r, role in sources if a in texts]
 
-    def put_back(self, steps: list[tuple[int, str, str]]) -> tuple[int, int, list[str]]:
-        """Put rows back with new text, same rowid and source: `(rowid, old hash, new)`.
+    def values(self, rowids: list[int]) -> dict[int, str]:
+        """The `row_value` of each of `rowids` that is a row (by key: FTS5 is never scanned)."""
+        columns = "text" if self.ranking == "spec" else "text, context"
+        found: dict[int, str] = {}
+        for start in range(0, len(rowids), 500):
+            part = rowids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for rowid, *stored in self.conn.execute(
+                f"SELECT rowid, {columns} FROM hits WHERE rowid IN ({marks})", part
+            ):
+                found[int(rowid)] = row_value(self.ranking, *(str(c or "") for c in stored))
+        return found
 
-        Idempotent, like a plan's file edits: a row whose text hashes to `old` is
-        rewritten, one that is `new` already is skipped, anything else is a conflict
-        (reported, left). Returns what was applied, skipped, and the conflicts.
+    def put_back(self, steps: list[tuple[int, str, str]]) -> tuple[int, int, list[str]]:
+        """Put rows back with a new value, same rowid and source: `(rowid, old hash, new)`.
+
+        Values are `row_value`'s. Idempotent, like a plan's file edits: a row whose value
+        hashes to `old` is rewritten, one that is `new` already is skipped, anything else
+        is a conflict (reported, left). Returns what was applied, skipped, and the
+        conflicts.
         """
         applied = skipped = 0
         conflicts: list[str] = []
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             for rowid, old, new in steps:
-                row = self.conn.execute(
-                    "SELECT text FROM hits WHERE rowid = ?", (rowid,)
-                ).fetchone()
-                if row is None:
+                now = self.values([rowid]).get(rowid)
+                if now is None:
                     conflicts.append(f"index row {rowid}: the row is gone")
-                elif row[0] == new:
+                elif now == new:
                     skipped += 1
-                elif text_hash(str(row[0])) == old:
-                    self.conn.execute("UPDATE hits SET text = ? WHERE rowid = ?", (new, rowid))
+                elif text_hash(now) == old:
+                    self._set(rowid, new)
                     applied += 1
                 else:
                     conflicts.append(f"index row {rowid}: changed since the plan was made")
@@ -289,6 +322,29 @@ class Writer:
             roll_back(self.conn)
             raise
         return applied, skipped, conflicts
+
+    def _set(self, rowid: int, value: str) -> None:
+        if self.ranking == "spec":
+            self.conn.execute("UPDATE hits SET text = ? WHERE rowid = ?", (value, rowid))
+            return
+        text, context = _PAIR.decode(value)
+        self.conn.execute(
+            "UPDATE hits SET text = ?, context = ? WHERE rowid = ?", (text, context, rowid)
+        )
+
+
+_PAIR = msgspec.json.Decoder(tuple[str, str])
+
+
+def row_value(ranking: RecallRanking, text: str, context: str = "") -> str:
+    """A row as a forget's plan and a resync compare and write it.
+
+    The text (the spec's ranking), or the text and the message it follows as a JSON pair
+    (the context ranking).
+    """
+    if ranking == "spec":
+        return text
+    return msgspec.json.encode((text, context)).decode()
 
 
 def text_hash(text: str) -> str:
@@ -305,14 +361,20 @@ def roll_back(conn: Connection) -> None:
         log.debug("rollback: %s", exc)
 
 
-def _insert(conn: Connection, rows: list[Row], first: int) -> None:
-    conn.executemany(
-        "INSERT INTO hits (rowid, text) VALUES (?, ?)",
-        [(first + i, row.text) for i, row in enumerate(rows)],
-    )
+def _insert(conn: Connection, rows: list[Row], first: int, ranking: RecallRanking) -> None:
+    if ranking == "spec":
+        conn.executemany(
+            "INSERT INTO hits (rowid, text) VALUES (?, ?)",
+            [(first + i, row.text) for i, row in enumerate(rows)],
+        )
+    else:
+        conn.executemany(
+            "INSERT INTO hits (rowid, text, context) VALUES (?, ?, ?)",
+            [(first + i, row.text, row.context) for i, row in enumerate(rows)],
+        )
     conn.executemany(
         "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(first + i, *row[1:]) for i, row in enumerate(rows)],
+        [(first + i, *row.source()) for i, row in enumerate(rows)],
     )
 
 
@@ -325,18 +387,21 @@ def session_rows(
     """The new rows of one session's logs (in epoch order), their counts and cursors.
 
     Each log is read from its cursor in `cursors`, or from the start, walking the
-    records already indexed (`indexed`) for the label only; the label carries from one
-    epoch to the next.
+    records already indexed (`indexed`) for the label and the last message only (a
+    cursor that does not know that message is not used); both carry from one epoch to
+    the next.
     """
     rows: list[Row] = []
     counts: dict[str, int] = {}
     moved: dict[str, Cursor] = {}
     carry = Label()
+    said = ""
     for found in logs:
         done = indexed.get(found.key, 0)
         start = cursors.get(found.key)
-        if start is None or not start.still(found.path):  # none yet, or the log was rewritten
-            start = Cursor(records=0, offset=0, label=carry)
+        if start is None or start.said is None or not start.still(found.path):
+            # None yet, taken up from a clean stop, or the log was rewritten.
+            start = Cursor(records=0, offset=0, label=carry, said=said)
         try:
             new, cursor = read_log(found, start, indexed=done, max_class=max_class)
         except OSError as exc:
@@ -354,7 +419,7 @@ def session_rows(
             moved[found.key] = cursor  # never a cursor behind what is indexed
         rows.extend(new)
         counts[found.key] = max(done, cursor.records)
-        carry = cursor.label
+        carry, said = cursor.label, cursor.said or ""
     return rows, counts, moved
 
 
@@ -407,7 +472,7 @@ def build(target: Path, sources: Sources, stop: threading.Event) -> Built:
 def _fill(conn: Connection, target: Path, sources: Sources, stop: threading.Event) -> Built:
     conn.execute("PRAGMA journal_mode=OFF")
     conn.execute("PRAGMA synchronous=OFF")
-    create_schema(conn)
+    create_schema(conn, sources.ranking)
     conn.execute("BEGIN")
     cursors: dict[str, Cursor] = {}
     counts: dict[str, int] = {}
@@ -420,13 +485,13 @@ def _fill(conn: Connection, target: Path, sources: Sources, stop: threading.Even
         if stop.is_set():
             raise BuildStopped("the rebuild was stopped")
         rows, new_counts, new_cursors = session_rows(session_logs, {}, {}, sources.max_class)
-        _insert(conn, rows, next_rowid)
+        _insert(conn, rows, next_rowid, sources.ranking)
         next_rowid += len(rows)
         counts.update(new_counts)
         cursors.update(new_cursors)
     records = next_rowid - 1
     archive, archive_count = archive_rows(sources.archive, max_class=sources.max_class)
-    _insert(conn, archive, next_rowid)
+    _insert(conn, archive, next_rowid, sources.ranking)
     counts[ARCHIVE_LOG] = archive_count
     conn.executemany("INSERT INTO progress (log, records) VALUES (?, ?)", counts.items())
     conn.execute("COMMIT")

@@ -106,11 +106,23 @@ def sized_texts(
     return ((int(rowid), text or "", _size(size)) for rowid, text, size in found)
 
 
-def texts_where(conn: Connection, holds: Callable[[object], bool]) -> list[tuple[int, str]]:
-    """Every `(rowid, text)` whose stored text `holds` accepts: one scan of the stored texts."""
+def texts_where(
+    conn: Connection, holds: Callable[[object], bool]
+) -> list[tuple[int, tuple[str, ...]]]:
+    """Every row with a stored column `holds` accepts, with all its columns' texts.
+
+    The columns are `text`, then `context` where the table has it (a NULL read as ""):
+    one scan of the stored texts.
+    """
     conn.create_function("fts5_text_holds", 1, holds, deterministic=True)
-    found = conn.execute("SELECT id, c0 FROM hits_content WHERE fts5_text_holds(c0)")
-    return [(int(rowid), str(text)) for rowid, text in found]
+    columns = [
+        str(row[1])
+        for row in conn.execute("PRAGMA table_info(hits_content)")
+        if str(row[1]).startswith("c")
+    ]
+    where = " OR ".join(f"fts5_text_holds({column})" for column in columns)
+    found = conn.execute(f"SELECT id, {', '.join(columns)} FROM hits_content WHERE {where}")
+    return [(int(rowid), tuple(str(t or "") for t in texts)) for rowid, *texts in found]
 
 
 def secure_fts(conn: Connection) -> bool:
