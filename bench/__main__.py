@@ -13,6 +13,7 @@ BENCHES = {
     "cache": "bench.cache",
     "forget": "bench.forget",
     "age": "bench.age",
+    "recall-quality": "bench.recall_quality",
 }
 
 
