@@ -14,7 +14,7 @@ import trio
 
 from memoryd._index import Index
 from memoryd._store import Sources
-from proto import AssistantRecord, Class, ToolCall, ToolResultRecord, UserRecord
+from proto import AssistantRecord, Class, RecallRanking, ToolCall, ToolResultRecord, UserRecord
 
 SESSION = "mm-8ass9mqqqqqqqqqqqqqqqqqqqq"
 OTHER = "chat-17891234abcdefgh"
@@ -74,20 +74,25 @@ def append_bytes(sessions: Path, data: bytes, session: str = SESSION, *, epoch: 
     return path
 
 
-def sources_in(home: Path, max_class: Class = Class.private) -> Sources:
+def sources_in(
+    home: Path, max_class: Class = Class.private, ranking: RecallRanking = "spec"
+) -> Sources:
     return Sources(
         sessions_dir=home / "sessions",
         archive=home / "memory" / "archive.md",
         max_class=max_class,
+        ranking=ranking,
     )
 
 
 @asynccontextmanager
-async def open_index(home: Path, max_class: Class = Class.private) -> AsyncIterator[Index]:
+async def open_index(
+    home: Path, max_class: Class = Class.private, ranking: RecallRanking = "spec"
+) -> AsyncIterator[Index]:
     """An `Index` under `home`, opened (or built) and caught up; closed on the way out."""
     (home / "index").mkdir(parents=True, exist_ok=True, mode=0o700)
     (home / "sessions").mkdir(parents=True, exist_ok=True, mode=0o700)
-    index = Index(home / "index", sources_in(home, max_class))
+    index = Index(home / "index", sources_in(home, max_class, ranking))
     shutdown = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(index.run, shutdown)
