@@ -53,7 +53,7 @@ from bench.index import _pct, wait_index_ready
 from bxctl._init import init_home
 from loopd._sessions import SessionStore
 from loopd._tools import tool_schemas
-from memoryd.ranking import query_terms
+from memoryd.ranking import _tuning, function_words, query_terms, rank_context
 from memoryd.ranking._query import match_string
 from proto import Baseline, HitSource
 
@@ -145,6 +145,8 @@ class IndexRow:
     rowid: int
     text: str
     source: HitSource
+    context: str = ""
+    """The message the row follows, where the index keeps it (the context ranking's)."""
 
 
 def index_rows(home: Path) -> list[IndexRow]:
@@ -152,9 +154,11 @@ def index_rows(home: Path) -> list[IndexRow]:
     index = home / "index" / "memory.sqlite3"
     conn = sqlean.connect(f"file:{index}?mode=ro", uri=True)
     try:
+        columns = {str(c[1]) for c in conn.execute("PRAGMA table_info(hits)")}
+        context = "h.context" if "context" in columns else "''"
         found = conn.execute(
             "SELECT s.rowid, h.text, s.kind, s.session, s.epoch, s.record, s.time, s.role, "
-            "s.class, s.untrusted FROM sources s JOIN hits h ON h.rowid = s.rowid "
+            f"s.class, s.untrusted, {context} FROM sources s JOIN hits h ON h.rowid = s.rowid "
             "ORDER BY s.rowid"
         ).fetchall()
     finally:
@@ -173,6 +177,7 @@ def index_rows(home: Path) -> list[IndexRow]:
                 class_=r[8],
                 untrusted=bool(r[9]),
             ),
+            context=str(r[10] or ""),
         )
         for r in found
     ]
@@ -286,6 +291,52 @@ def direct_bm25(
         conn.close()
 
 
+LEVERS: dict[str, dict[str, Any]] = {
+    "context ranking in-process": {},
+    "  without the session raise": {"SESSION_SHARE": 0.0},
+    "  without the message followed": {"CONTEXT_WEIGHT": 0.0},
+    "  with function words": {"languages": ()},
+    "  without stems": {"tokenizer": "unicode61"},
+}
+"""The context ranking's levers, each taken out alone: memoryd's own `rank_context` run
+in-process over the context index's rows (text and the message each follows)."""
+
+
+def direct_context(
+    rows: Sequence[IndexRow], questions: Sequence[Question], lever: dict[str, Any]
+) -> list[list[Source]]:
+    """`rank_context` (top 10) over `rows` in an index of its own, with `lever` applied."""
+    tokenizer = lever.get("tokenizer", "porter unicode61")
+    words = function_words(lever.get("languages", ("en",)))
+    knobs = {k: v for k, v in lever.items() if k.isupper()}
+    before = {k: getattr(_tuning, k) for k in knobs}
+    conn = sqlean.connect(":memory:")
+    try:
+        for name, value in knobs.items():
+            setattr(_tuning, name, value)
+        conn.execute(
+            f"CREATE VIRTUAL TABLE hits USING fts5(text, context, tokenize = '{tokenizer}')"
+        )
+        conn.execute("CREATE TABLE sources (rowid INTEGER PRIMARY KEY, kind TEXT, session TEXT)")
+        conn.executemany(
+            "INSERT INTO hits (rowid, text, context) VALUES (?, ?, ?)",
+            [(r.rowid, r.text, r.context) for r in rows],
+        )
+        conn.executemany(
+            "INSERT INTO sources VALUES (?, ?, ?)",
+            [(r.rowid, r.source.kind, r.source.session) for r in rows],
+        )
+        sources = {r.rowid: (r.source.session, r.source.record) for r in rows}
+        return [
+            [sources[rowid] for rowid, _ in rank_context(conn, query_terms(q.text), K, words).rows]
+            for q in questions
+        ]
+    finally:
+        for name, value in before.items():
+            setattr(_tuning, name, value)
+        conn.close()
+
+
 # -- the run -----------------------------------------------------------------------------
 
 BASELINES = {"spec bm25 direct": "unicode61", "porter bm25 direct": "porter unicode61"}
@@ -336,8 +387,11 @@ def measure_home(
 
         runs: list[MemorydRun] = []
         rows: list[IndexRow] = []
+        context_rows: list[IndexRow] = []
         for ranking in rankings:
             run, rows = run_memoryd(home, scratch, ranking, questions, last_session)
+            if ranking == "context":
+                context_rows = rows
             runs.append(run)
             add(f"memoryd {run.ranking}", run.hits)
             into.seconds.setdefault(f"memoryd {run.ranking}", []).extend(run.seconds)
@@ -352,6 +406,8 @@ def measure_home(
         for name, tokenizer in BASELINES.items():
             direct[name] = direct_bm25(rows, questions, tokenizer)
             add(name, direct[name])
+        for name, lever in LEVERS.items() if context_rows else ():
+            add(name, direct_context(context_rows, questions, lever))
         for run in runs:
             same = sum(a == b for a, b in zip(run.hits, direct["spec bm25 direct"], strict=True))
             name = f"memoryd {run.ranking}"
@@ -418,16 +474,17 @@ def _cell(value: float | None, digits: int = 3) -> str:
 def report(table: Sequence[Row], facts: dict[str, Any]) -> None:
     """The table and the run's facts, on stdout."""
     categories = "".join(f"{f'R@5 cat{c}':>10}" for c in _locomo.CATEGORIES)
+    width = max(len(row.name) for row in table) + 1
     print()
     print(
-        f"{'':<22}{'R@5 any':>9}{'R@10 any':>9}{'R@5 all':>9}{'R@10 all':>9}{categories}"
+        f"{'':<{width}}{'R@5 any':>9}{'R@10 any':>9}{'R@5 all':>9}{'R@10 all':>9}{categories}"
         f"{'p50 ms':>9}{'p99 ms':>9}"
     )
     for row in table:
         s = row.scores
         per = "".join(f"{_cell(s.category_any_at[c][5]):>10}" for c in _locomo.CATEGORIES)
         print(
-            f"{row.name:<22}{_cell(s.any_at[5]):>9}{_cell(s.any_at[10]):>9}"
+            f"{row.name:<{width}}{_cell(s.any_at[5]):>9}{_cell(s.any_at[10]):>9}"
             f"{_cell(s.all_at[5]):>9}{_cell(s.all_at[10]):>9}{per}"
             f"{_cell(row.p50_ms, 1):>9}{_cell(row.p99_ms, 1):>9}"
         )

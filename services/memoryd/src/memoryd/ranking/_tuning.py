@@ -122,16 +122,17 @@ rows). No bench set it: "a couple", as issue 32 asks."""
 # -- the context ranking (`_context`) ------------------------------------------------------
 
 CONTEXT_WEIGHT = 0.5
-"""The weight of the message a row answers (its `context` column) beside the row's own
-words (1.0). `just bench recall-quality` on the three development conversations: 0.3, 0.5,
-0.7 and 1.0 gave R@5 0.695, 0.700, 0.684 and 0.684 (with the other levers on); half was
-chosen as the round value on that plateau, not as its peak."""
+"""The weight of the message a row follows (its `context` column) beside the row's own
+words (1.0). Swept in-process on the three development conversations when the ranking
+was written (the sweep is not a bench command): 0.3, 0.5, 0.7 and 1.0 gave R@5 0.695,
+0.700, 0.684 and 0.684; half was kept as the round value on that plateau, not as its
+peak. `just bench recall-quality` shows the ranking without it (weight 0)."""
 
 CANDIDATES = 50
 """How many of FTS5's best rows the session raise ranks again. Chosen when the ranking
-was written (not swept): ten times recall's largest k."""
+was written (not swept): five times recall's largest k."""
 
 SESSION_SHARE = 0.1
-"""The share of its session's other candidates' scores a candidate gains.
-`just bench recall-quality`: 0.05, 0.1 and 0.2 gave R@10 0.796, 0.804 and 0.794; 0.1 was
-kept, and 0 (no raise) gave 0.778."""
+"""The share of its session's other candidates' scores a candidate gains. Swept like
+`CONTEXT_WEIGHT`: 0.05, 0.1 and 0.2 gave R@10 0.796, 0.804 and 0.794; 0.1 was kept.
+`just bench recall-quality` shows the ranking without it (0)."""
