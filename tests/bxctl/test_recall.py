@@ -80,9 +80,12 @@ async def home(nursery: trio.Nursery, short_dir: Path) -> Path:
     """A home with two sessions and an archived entry, and a real memoryd serving it."""
     made = write_home(short_dir)
     (short_dir / "soul.md").write_text("You are a test persona.\n")
-    settings = resolve(
-        proto.MemorydConfig(paths=proto.PathsSection(home=str(made))), config_dir=short_dir
+    # The spec's ranking: its order is plain bm25, so each test names its hits in order
+    # (the context ranking's own order is memoryd's tests').
+    config = proto.MemorydConfig(
+        paths=proto.PathsSection(home=str(made)), recall=proto.MemorydRecall(ranking="spec")
     )
+    settings = resolve(config, config_dir=short_dir)
     role = Memoryd(settings)
     role.memory.ensure(settings.soul_starter)
     with trio.fail_after(CAP_S):
@@ -224,7 +227,8 @@ async def test_the_owners_recall_leaves_no_recall_log_line(
     assert not list((home / "memory").glob("recalls/*.jsonl"))
 
 
-def test_a_long_snippet_is_wrapped_to_80_columns() -> None:
+def test_a_long_snippet_is_shown_whole_on_its_line() -> None:
+    """Nothing of memoryd's snippet is refolded: the terminal wraps it."""
     source = proto.HitSource(
         kind="session",
         session=SESSION,
@@ -239,15 +243,12 @@ def test_a_long_snippet_is_wrapped_to_80_columns() -> None:
         source=source, label=proto.Label(class_=Class.public, untrusted=True), snippet="word " * 99
     )
     answer = entries.recall_answer("word", [hit], lambda hit: "open it")
-    shown = entries.to_terminal(answer).split("\n")
-    assert shown[:2] == [
+    assert entries.to_terminal(answer).split("\n") == [
         f"[1] session {SESSION}, 2026-09-20 14:02 UTC",
         "    the assistant called · public · untrusted",
+        "    " + "word " * 99,  # exactly, its last space too
+        "    open: open it",
     ]
-    assert shown[-1] == "    open: open it"
-    assert all(len(line) <= 80 for line in shown)
-    assert all(line.startswith("    word") for line in shown[2:-1])
-    assert " ".join(line.strip() for line in shown[2:-1]) == ("word " * 99).strip()
     assert entries.at_text(source) == "2:7"
 
 

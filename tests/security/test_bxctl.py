@@ -53,7 +53,6 @@ from proto import (
     SessionOpened,
     ToolCall,
     ToolCalled,
-    ToolResponse,
     ToolResult,
     ToolResultRecord,
     TurnDone,
@@ -275,17 +274,30 @@ async def test_a_model_failures_note_shows_a_hostile_model_url_inert(
 async def test_recall_and_memory_show_render_hits_and_the_block(
     nursery: trio.Nursery, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    source = proto.HitSource(
+        kind="session",
+        session=SHORT_HOSTILE,
+        epoch=0,
+        record=1,
+        time=SHORT_HOSTILE,
+        role=SHORT_HOSTILE,
+        class_="private",
+        untrusted=False,
+    )
+    hit = proto.RecallHit(source=source, label=proto.Label(), snippet=HOSTILE)
+
     async def memoryd(request: Message, conn: proto.Connection) -> Message:
         if isinstance(request, proto.MemoryBlock):
             return MemoryBlockReply(text="# user.md (1 of 1,375 characters)\n" + HOSTILE)
-        return ToolResponse(call_id="", status="ok", content="[1] session x\n" + HOSTILE)
+        return proto.OwnerRecalled(hits=[hit], label=proto.Label())
 
     await serve(nursery, short_dir, proto.OWNER_MEMORY, memoryd)
     await serve(nursery, short_dir, proto.LOOP_MEMORY, memoryd)
     assert await run("recall", "robin", "--home", str(short_dir)) == 0
-    out = printed(capsys)
-    assert out.startswith("[1] session x\n")  # no Markdown backslashes on a terminal
-    assert_shows(out, HOSTILE)
+    out = printed(capsys)  # nothing of the source or the snippet raw on the screen
+    assert out.startswith("[1] session ")  # no Markdown backslashes on a terminal
+    for part in HOSTILE.split("\n"):  # the snippet's lines, each indented under its hit
+        assert_shows(out, part)
     assert await run("memory", "show", "--home", str(short_dir)) == 0
     out = printed(capsys)
     assert out.startswith("# user.md (1 of 1,375 characters)\n")

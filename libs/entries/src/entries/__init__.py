@@ -87,7 +87,6 @@ from ._limits import file_name as file_name
 from ._limits import file_of as file_of
 from ._limits import limit_for as limit_for
 from ._recall import ARCHIVE_PART_CHARS as ARCHIVE_PART_CHARS
-from ._recall import SNIPPET_WIDTH as SNIPPET_WIDTH
 from ._recall import archive_part as archive_part
 from ._recall import at_text as at_text
 from ._recall import minute as minute
@@ -107,7 +106,6 @@ __all__ = [
     "COMMANDS",
     "MEMORY_LIMIT",
     "SEPARATOR_LINE",
-    "SNIPPET_WIDTH",
     "SOUL_LIMIT",
     "USER_LIMIT",
     "Answer",

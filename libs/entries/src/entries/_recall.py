@@ -18,7 +18,6 @@ in epoch 0 (every session loopd writes today) and `2:12` in a later epoch;
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Callable, Sequence
 
 from proto import HitSource, RecallHit
@@ -27,7 +26,6 @@ from ._answer import Answer, Block, Line, Quote, line
 
 __all__ = [
     "ARCHIVE_PART_CHARS",
-    "SNIPPET_WIDTH",
     "archive_part",
     "at_text",
     "minute",
@@ -43,9 +41,6 @@ _WHO = {
 }
 _RECORD_TIME = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}:[0-9]{2})")
 _AT = re.compile(r"(?:([0-9]{1,9}):)?([0-9]{1,9})")
-
-SNIPPET_WIDTH = 76
-"""The owner's snippets are wrapped to this many columns, indented by four."""
 
 ARCHIVE_PART_CHARS = 60
 """At most this much of an archive entry names it in the command that opens it."""
@@ -100,15 +95,21 @@ def archive_part(snippet: str, limit: int = ARCHIVE_PART_CHARS) -> str:
 
 
 def _where(number: int, source: HitSource) -> Line:
+    # Every field of a source is memoryd's word, not ours: quoted (revealed on a terminal).
     if source.kind == "archive":
-        return line(f"[{number}] archive.md, moved {source.time[:10]} from ", Quote(source.role))
-    return line(f"[{number}] session ", Quote(source.session), f", {minute(source.time)}")
+        return line(
+            f"[{number}] archive.md, moved ",
+            Quote(source.time[:10]),
+            " from ",
+            Quote(source.role),
+        )
+    return line(f"[{number}] session ", Quote(source.session), ", ", Quote(minute(source.time)))
 
 
 def _what(hit: RecallHit) -> Line:
     if hit.source.kind == "archive":
         return line(f"approved memory · {hit.label.describe()}", depth=2)
-    return line(said_by(hit.source.role), f" · {hit.label.describe()}", depth=2)
+    return line(Quote(said_by(hit.source.role)), f" · {hit.label.describe()}", depth=2)
 
 
 def recall_answer(
@@ -116,7 +117,7 @@ def recall_answer(
 ) -> Answer:
     """The owner's recall, or that nothing matched.
 
-    Per hit: where it is; who said it and its label; the snippet, wrapped; and `open:`
+    Per hit: where it is; who said it and its label; the snippet; and `open:`
     with the command `opener` gives for it.
     """
     if not hits:
@@ -125,13 +126,10 @@ def recall_answer(
     for number, hit in enumerate(hits, 1):
         if number > 1:
             parts.append(line())
-        wrapped = textwrap.fill(
-            hit.snippet, SNIPPET_WIDTH, break_long_words=False, break_on_hyphens=False
-        )
         parts += [
             _where(number, hit.source),
             _what(hit),
-            Block(wrapped, depth=1),
+            Block(hit.snippet, depth=1),  # whole: the terminal wraps it, nothing is refolded
             line("open: ", Quote(opener(hit)), depth=2),
         ]
     return Answer(tuple(parts))
