@@ -73,6 +73,7 @@ def loopd_label(sessions: Path) -> Label:
 def memoryd_label(sessions: Path) -> Label:
     [found] = list_logs(sessions)
     _, cursor = read_log(found, START, indexed=0, max_class=Class.secret)
+    assert cursor.label is not None  # a read always knows the label after it
     return cursor.label
 
 

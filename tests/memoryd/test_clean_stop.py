@@ -5,14 +5,28 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlean
 import trio
-from memoryd_harness import CAP_S, OTHER, append, open_index, progress, said, sources_in, user
+from memoryd_harness import (
+    CAP_S,
+    OTHER,
+    SESSION,
+    append,
+    open_index,
+    progress,
+    said,
+    sources_in,
+    user,
+)
 
+import proto
+from memoryd import _index_ingest, _logs, _store
 from memoryd._clean import CLEAN_FILE
 from memoryd._index import Index, IndexDamaged
+from memoryd._logs import SessionLog
 
 CHECKED_WHOLE = "checking it whole"
 TRUSTED = "was stopped cleanly"
@@ -130,3 +144,41 @@ async def test_session_updated_during_the_build_answers_at_once(short_dir: Path)
         found = await index.search("ended", 5)
         shutdown.set()
     assert [hit.text for hit in found.found] == ["the turn that just ended"]
+
+
+@pytest.mark.parametrize("ranking", ["context", "spec"])
+async def test_after_a_crash_one_start_and_a_clean_stop_bring_every_logs_place_back(
+    short_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    ranking: proto.RecallRanking,
+) -> None:
+    """A SIGKILL, a start, a clean stop, a start: the last one reads no log."""
+    sessions = short_dir / "sessions"
+    append(sessions, [user("the launch window moved"), said("noted")])
+    append(sessions, [user("elsewhere")], OTHER)
+    async with open_index(short_dir, ranking=ranking):
+        pass
+    (short_dir / "index" / CLEAN_FILE).unlink()  # killed: its clean stop never written
+    async with open_index(short_dir, ranking=ranking):  # counts every log: their places kept
+        pass
+    append(sessions, [user("the window moved again")])  # while memoryd was stopped
+    read: list[str] = []
+    real_read_log, real_place = _logs.read_log, _logs.log_place
+
+    def read_log(found: SessionLog, *args: Any, **kwargs: Any) -> Any:
+        read.append(found.key)
+        return real_read_log(found, *args, **kwargs)
+
+    def log_place(path: Path) -> tuple[int, int]:
+        read.append(f"counted {path}")
+        return real_place(path)
+
+    monkeypatch.setattr(_store, "read_log", read_log)
+    monkeypatch.setattr(_index_ingest, "log_place", log_place)
+    caplog.set_level(logging.INFO, logger="memoryd.index")
+    async with open_index(short_dir, ranking=ranking) as index:
+        found = await index.search("window", 5)
+    assert "2 logs' places kept" in caplog.text
+    assert read == [f"{SESSION}/0.jsonl"]  # the log that grew, and nothing else
+    assert sorted(hit.text for hit in found.found)[-1] == "the window moved again"

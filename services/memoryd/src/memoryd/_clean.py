@@ -51,7 +51,8 @@ class LogMark(msgspec.Struct, frozen=True, kw_only=True):
     key: str
     records: int
     offset: int
-    label: Label
+    label: Label | None
+    """None for a place found by counting lines (the label after them not known)."""
     inode: int
 
     @classmethod

@@ -15,6 +15,7 @@ hands over the new file's cursors (`restart`).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from typing import TypeVar
 
@@ -28,8 +29,8 @@ from ._logs import (
     Cursor,
     SessionLog,
     archive_rows,
-    count_records,
     list_logs,
+    log_place,
     session_logs,
 )
 from ._store import IndexDamaged, Writer, row_value, session_rows, text_hash
@@ -155,7 +156,10 @@ class Ingest:
             return 0
         async with self.files.write_lock:
             indexed = await trio.to_thread.run_sync(self._all_progress)
-        pending = await trio.to_thread.run_sync(self._pending, indexed)
+        pending, places = await trio.to_thread.run_sync(self._pending, indexed)
+        async with self.files.write_lock:  # a turn indexed meanwhile keeps its own cursor
+            for key, place in places.items():
+                self.cursors.setdefault(key, place)
         for session, rewritten in pending.items():
             async with self.files.write_lock:
                 since = 0 if rewritten else None  # which forget is not known: every row
@@ -171,9 +175,18 @@ class Ingest:
         except sqlean.Error as exc:
             raise IndexDamaged(f"cannot read {self.files.path}: {exc}") from exc
 
-    def _pending(self, indexed: dict[str, int]) -> dict[str, bool]:
-        """The sessions whose logs grew, each with whether one was rewritten (a forget)."""
+    def _pending(self, indexed: dict[str, int]) -> tuple[dict[str, bool], dict[str, Cursor]]:
+        """The sessions whose logs grew (each: was one rewritten?), and unread logs' places.
+
+        The first maps each session whose logs grew to whether one was rewritten (a
+        forget); the second gives the place of each log without a cursor that did not grow.
+
+        A log without a cursor (after an unclean stop) is counted; when it holds what is
+        indexed, its place (records, bytes, inode) becomes its cursor, label unknown, so
+        that the next clean stop keeps it and the start after reads no log at all.
+        """
         pending: dict[str, bool] = {}
+        places: dict[str, Cursor] = {}
         for found in list_logs(self.files.sources.sessions_dir):
             if pending.get(found.session):
                 continue
@@ -185,13 +198,20 @@ class Ingest:
                 if cursor is not None:
                     grown = found.path.stat().st_size > cursor.offset
                 else:
-                    grown = count_records(found.path) > indexed.get(found.key, 0)
+                    inode = os.stat(found.path).st_ino
+                    records, offset = log_place(found.path)
+                    done = indexed.get(found.key, 0)
+                    grown = records > done
+                    if records == done:
+                        places[found.key] = Cursor(
+                            records=records, offset=offset, label=None, inode=inode, said=None
+                        )
             except OSError as exc:
                 log.warning("cannot read %s: %s; skipped it", found.path, exc)
                 continue
             if grown:
                 pending.setdefault(found.session, False)
-        return pending
+        return pending, places
 
     async def archive_changed(self) -> None:
         """Index archive.md's new entries (all of them again if it shrank: a hand edit)."""

@@ -45,6 +45,7 @@ __all__ = [
     "archive_rows",
     "count_records",
     "list_logs",
+    "log_place",
     "read_log",
     "redact_row",
     "session_logs",
@@ -100,7 +101,9 @@ class Cursor:
 
     records: int
     offset: int
-    label: Label
+    label: Label | None
+    """The label after the records read; None when not known (a place found by counting
+    a log's lines after an unclean stop): the log is then read again from its start."""
     inode: int = 0
     said: str | None = ""
     """The last message (the owner's or the assistant's) indexed before this point: the
@@ -173,6 +176,19 @@ def _is_session_id(name: str) -> bool:
     return True
 
 
+def log_place(path: Path) -> tuple[int, int]:
+    """How many complete lines `path` holds, and the bytes up to the end of the last one."""
+    count = end = read = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            newlines = chunk.count(b"\n")
+            if newlines:
+                count += newlines
+                end = read + chunk.rindex(b"\n") + 1
+            read += len(chunk)
+    return count, end
+
+
 def count_records(path: Path) -> int:
     """How many complete lines `path` holds (0 when it is missing)."""
     count = 0
@@ -206,6 +222,8 @@ def read_log(
         inode = os.stat(found.path).st_ino  # before the read: a rewrite after it shows next time
     except FileNotFoundError:
         inode = 0
+    if start.label is None:
+        raise ValueError(f"{found.path}: a read cannot start where the label is not known")
     label, record, offset = start.label, start.records, start.offset
     said = start.said or ""
     bad: list[proto.Line[SessionRecord]] = []

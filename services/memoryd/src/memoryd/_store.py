@@ -399,8 +399,13 @@ def session_rows(
     for found in logs:
         done = indexed.get(found.key, 0)
         start = cursors.get(found.key)
-        if start is None or start.said is None or not start.still(found.path):
-            # None yet, taken up from a clean stop, or the log was rewritten.
+        if (
+            start is None
+            or start.said is None
+            or start.label is None
+            or not start.still(found.path)
+        ):
+            # None yet, taken up from a clean stop, a counted place, or the log was rewritten.
             start = Cursor(records=0, offset=0, label=carry, said=said)
         try:
             new, cursor = read_log(found, start, indexed=done, max_class=max_class)
@@ -419,7 +424,7 @@ def session_rows(
             moved[found.key] = cursor  # never a cursor behind what is indexed
         rows.extend(new)
         counts[found.key] = max(done, cursor.records)
-        carry, said = cursor.label, cursor.said or ""
+        carry, said = cursor.label or Label(), cursor.said or ""
     return rows, counts, moved
 
 
