@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import proto
 from memoryd import _index_ingest, _logs, _store
 from memoryd._clean import CLEAN_FILE
 from memoryd._index import Index, IndexDamaged
+from memoryd._index_ingest import Ingest
 from memoryd._logs import SessionLog
 
 CHECKED_WHOLE = "checking it whole"
@@ -182,3 +184,40 @@ async def test_after_a_crash_one_start_and_a_clean_stop_bring_every_logs_place_b
     assert "2 logs' places kept" in caplog.text
     assert read == [f"{SESSION}/0.jsonl"]  # the log that grew, and nothing else
     assert sorted(hit.text for hit in found.found)[-1] == "the window moved again"
+
+
+async def test_a_turn_ending_during_the_catch_up_is_indexed_at_once(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first turn after a start never waits for the rest of the home to be read."""
+    sessions = short_dir / "sessions"
+    append(sessions, [user("an old turn")], OTHER)
+    async with open_index(short_dir):
+        pass
+    release = threading.Event()
+    real_pending = Ingest._pending
+
+    def slow_pending(self: Ingest, indexed: dict[str, int]) -> Any:
+        release.wait(CAP_S)  # a home of years: its logs being looked at
+        return real_pending(self, indexed)
+
+    monkeypatch.setattr(Ingest, "_pending", slow_pending)
+    index = Index(short_dir / "index", sources_in(short_dir))
+    shutdown = trio.Event()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(index.run, shutdown)
+            with trio.fail_after(CAP_S):
+                await index.ready.wait()
+            append(sessions, [user("the first turn after the start")])
+            with trio.fail_after(2):
+                await index.session_updated(SESSION)
+            assert not index.caught_up.is_set(), "the catch-up had ended: nothing was shown"
+            found = await index.search("first turn", 5)
+            release.set()
+            with trio.fail_after(CAP_S):
+                await index.caught_up.wait()
+            shutdown.set()
+    finally:
+        release.set()
+    assert found.found[0].text == "the first turn after the start"

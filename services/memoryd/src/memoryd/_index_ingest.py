@@ -72,12 +72,12 @@ class Ingest:
         since this part of it are made again from them first (`_resync`). While the index
         is being built (or its file opened) this answers at once: the build, or the
         catch-up after the opening, reads every log anyway, and a turn's end must not wait
-        for it. During the start-up catch-up it
-        waits, so that a recall after the reply finds the turn.
+        for it. During the start-up catch-up the session is read at once, between two of
+        the catch-up's sessions (each holds the write lock alone): a turn's end never
+        waits for a home's other logs, and a recall after the reply finds the turn.
         """
         if not self.files.ready.is_set():
             return
-        await self.files.caught_up.wait()
         async with self.files.write_lock:
             try:
                 since = None if rewritten is None else self._forgot_from.get(rewritten, 0)
