@@ -338,10 +338,12 @@ class Day:
     def _fresh_rows(self) -> list[tuple[Any, ...]]:
         with tempfile.TemporaryDirectory(prefix="bxfresh") as scratch:
             target = Path(scratch) / "fresh.sqlite3"
+            config = proto.read_config(self.home / "config" / "memoryd.toml", proto.MemorydConfig)
             sources = Sources(
                 sessions_dir=self.home / "sessions",
                 archive=self.home / "memory" / "archive.md",
                 max_class=proto.Class.private,
+                ranking=config.recall.ranking,  # the live index's own form, context and all
             )
             build(target, sources, threading.Event())
             return _rows(target)
@@ -350,9 +352,11 @@ class Day:
 def _rows(path: Path) -> list[tuple[Any, ...]]:
     conn = sqlean.connect(f"file:{path}?mode=ro", uri=True)
     try:
+        columns = {str(c[1]) for c in conn.execute("PRAGMA table_info(hits)")}
+        context = "h.context" if "context" in columns else "''"
         rows = conn.execute(
-            "SELECT h.text, s.kind, s.session, s.epoch, s.record, s.time, s.role, s.class, "
-            "s.untrusted FROM hits h JOIN sources s ON s.rowid = h.rowid"
+            f"SELECT h.text, {context}, s.kind, s.session, s.epoch, s.record, s.time, s.role, "
+            "s.class, s.untrusted FROM hits h JOIN sources s ON s.rowid = h.rowid"
         ).fetchall()
     finally:
         conn.close()

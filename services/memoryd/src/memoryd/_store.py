@@ -99,8 +99,9 @@ class Sources:
     sessions_dir: Path
     archive: Path
     max_class: Class
-    ranking: RecallRanking = "spec"
-    """`hits`' schema and recall's ranking: the spec's, or the context ranking's."""
+    ranking: RecallRanking
+    """`hits`' schema and recall's ranking: the spec's, or the context ranking's (no
+    default: memoryd's is its config's, and a build must match the file it stands for)."""
     languages: tuple[FunctionWordsLanguage, ...] = ("en",)
     """Whose function words the context ranking leaves out of a query."""
 
