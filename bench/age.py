@@ -12,7 +12,8 @@ flat (<= 1.2x) and the issue's target where it gives one:
   READY=1 on its notify socket (what `bxctl up` waits for): brokerd as a home in use
   leaves it (the records of the last hours after its last checkpoint) and again right
   after a clean stop; memoryd's second start (after a clean stop) until ready, until
-  caught up (a `session_updated` answers) and until idle (its CPU and its scan's quiet);
+  caught up (its own line once the catch-up has read every log) and until idle (its
+  CPU and its scan's quiet);
   memoryd's first start until the index is built (records/s, beside a raw SQLite bulk
   insert of the same rows), and loopd;
 - with the roles up (and idle): whole `bxctl` processes: `sessions list`, `memory
@@ -50,7 +51,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-import proto
 from bench import _age_home
 from bench._age_home import HomeFacts
 from bench.index import raw_bulk_insert
@@ -344,13 +344,10 @@ def _starts(age: Age, runs: int, status: Status) -> None:
         status(f"memoryd second start, run {run + 1} of {runs}")
         with role("memoryd", home, env, scratch) as memoryd:
             m.add(MEMORYD_READY, memoryd.wait_ready())
-            proto.call_blocking(
-                proto.LOOP_MEMORY.default_path(home),
-                proto.SessionUpdated(session=age.facts.long_session),
-                proto.Ok,
-                deadline_s=READY_DEADLINE_S,
-            )
-            m.add(MEMORYD_CAUGHT_UP, time.monotonic() - memoryd.started)
+            # Its own line when the catch-up has read every log: a `session_updated` is
+            # answered before (while the index opens, or between the catch-up's sessions).
+            caught_up, _ = memoryd.wait_line(r"the index is caught up with every log")
+            m.add(MEMORYD_CAUGHT_UP, caught_up)
             m.add(MEMORYD_IDLE, wait_idle([memoryd.process.pid]) - memoryd.started)
     for run in range(runs):
         status(f"brokerd starts, run {run + 1} of {runs}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -221,3 +222,16 @@ async def test_a_turn_ending_during_the_catch_up_is_indexed_at_once(
     finally:
         release.set()
     assert found.found[0].text == "the first turn after the start"
+
+
+async def test_the_end_of_the_catch_up_is_said_with_its_time(
+    short_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What the age bench waits for: the moment every log is read, not an early answer."""
+    append(short_dir / "sessions", [user("the launch window moved")])
+    caplog.set_level(logging.INFO, logger="memoryd.index")
+    async with open_index(short_dir) as index:
+        assert index.caught_up.is_set()
+    assert re.search(
+        r"the index is caught up with every log, [0-9.]+ s after its start", caplog.text
+    )

@@ -149,6 +149,7 @@ class Index:
         decided before a crash finishes first.
         """
         async with trio.open_nursery() as nursery:
+            started = trio.current_time()
             opened = await trio.to_thread.run_sync(self._open_existing)
             nursery.start_soon(self._settle_doubt)
             if self.spec_engine:
@@ -175,6 +176,11 @@ class Index:
                 if recover is not None:
                     await recover(False)
             self.caught_up.set()
+            # The moment a turn's recall sees every log: what `just bench age` waits for.
+            log.info(
+                "the index is caught up with every log, %.2f s after its start",
+                trio.current_time() - started,
+            )
             if self.spec_engine:
                 nursery.start_soon(self.statistics.keep)
             await shutdown.wait()
