@@ -1,4 +1,4 @@
-"""memoryd's configuration: `memoryd.toml` (spec §11), resolved into absolute paths.
+"""memoryd's configuration: `memoryd.toml`, resolved into absolute paths.
 
 The file's Struct, its defaults and checks are `proto.MemorydConfig`, which bxctl reads too.
 """
@@ -27,8 +27,8 @@ class Settings:
     read_timeout_s: float
     drain_s: float
     approval_key: Path
-    ranking: RecallRanking = "context"
-    languages: tuple[FunctionWordsLanguage, ...] = ("en",)
+    ranking: RecallRanking
+    languages: tuple[FunctionWordsLanguage, ...]
     loop_peers: frozenset[int] = frozenset()
     broker_peers: frozenset[int] = frozenset()
     admin_peers: frozenset[int] = frozenset()

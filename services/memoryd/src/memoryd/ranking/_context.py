@@ -19,7 +19,8 @@ things, each measured there:
   conversation that holds several of the query's words across turns comes first.
 
 The query reaching FTS5 is still a list of quoted strings joined by OR (`match_string`):
-nothing the model writes is an operator.
+nothing the model writes is an operator. The table's schema is the index's
+(`memoryd._store.CONTEXT_HITS`).
 """
 
 from __future__ import annotations
@@ -32,12 +33,7 @@ from ._fts5 import IN_ROWS, Connection
 from ._query import match_string
 from ._words import content_terms
 
-__all__ = ["CONTEXT_SCHEMA", "Ranked", "rank_context"]
-
-CONTEXT_SCHEMA = (
-    "CREATE VIRTUAL TABLE hits USING fts5(text, context, tokenize = 'porter unicode61')"
-)
-"""`hits` as the context ranking keeps it: each row's text and the message it answers."""
+__all__ = ["Ranked", "rank_context"]
 
 _RANKED = (
     "SELECT rowid, bm25(hits, 1.0, {w}) FROM hits WHERE hits MATCH ? "
