@@ -1,4 +1,4 @@
-"""The one rule of dependencies (ARCHITECTURE §1): a role never imports another role."""
+"""The one rule of dependencies: a role never imports another role."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shipped systemd units: valid for systemd, hardened as ARCHITECTURE §7 and the issue ask."""
+"""The shipped systemd units: valid for systemd, hardened as docs/install.md says."""
 
 from __future__ import annotations
 

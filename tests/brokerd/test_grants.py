@@ -19,7 +19,7 @@ from brokerd._grants import (
 )
 from proto import Class, GrantProblem
 
-# Spec §8, character for character (each line ends with a newline, the last one too).
+# The fixed sentence, character for character (each line ends with a newline, the last one too).
 SPEC_RECALL = """# built in: recall
 tool = "recall"
 mode = "auto"

@@ -211,7 +211,7 @@ async def test_an_edit_over_its_files_limit_gets_the_specs_one_sentence_whoever_
     home: Path,
 ) -> None:
     # memoryd owns the limits: brokerd asks the owner and passes memoryd's sentence on,
-    # for the model's call and the owner's own edit alike (spec §5).
+    # for the model's call and the owner's own edit alike.
     _, model = await edit_decided_by_owner(home, memory_call("call-1", "x" * 2201), approve=True)
     assert (model.status, model.content) == (
         "error",

@@ -1,4 +1,4 @@
-"""The spec's device tests (§14) on the owner's Mattermost, end to end.
+"""The memory design's device tests on the owner's Mattermost, end to end.
 
 Real roles and a real mattermostd process, the fake Mattermost server applying the real
 server's rules, the scripted model: the owner posts and reacts as in the web app; the

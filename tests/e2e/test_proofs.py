@@ -1,4 +1,4 @@
-"""The five proofs of M5a (spec §1), end to end: real role processes, a real home,
+"""The five proofs of M5a, end to end: real role processes, a real home,
 real sockets, and a scripted OpenAI-compatible model server over HTTP."""
 
 from __future__ import annotations

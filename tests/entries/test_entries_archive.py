@@ -1,4 +1,4 @@
-"""archive.md's records (spec §3): written by `archive_record`, read by `parse_archive`."""
+"""archive.md's records: written by `archive_record`, read by `parse_archive`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The entry format, the sentences, the limits and the block (spec §3-§5)."""
+"""The entry format, the sentences, the limits and the block."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _lf(text: str) -> str:
 
 
 def _valid(entry: str) -> bool:
-    """An entry by spec §3, written out independently of the library."""
+    """An entry by the memory design's format, written out independently of the library."""
     return bool(entry) and not any(line.strip() == "§" for line in entry.split("\n"))
 
 
@@ -316,7 +316,7 @@ def test_edit_refused() -> None:
     assert ParseError.code == "unparsable"
 
 
-# The block (spec §4).
+# The block.
 
 
 def test_block_sample() -> None:

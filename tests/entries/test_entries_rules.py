@@ -1,4 +1,4 @@
-"""The memory edit rules (spec §5): every rule as a property, and the sentences by example."""
+"""The memory edit rules: every rule as a property, and the sentences by example."""
 
 from __future__ import annotations
 
@@ -233,7 +233,7 @@ ALL_FATES: st.SearchStrategy[Fate] = st.sampled_from(["keep", "rewrite", "move",
 
 
 def expected(items: list[ConsolidateItem]) -> tuple[list[str], list[str]] | str:
-    """What a consolidate of a file leaves, by spec §5: the file and the moved entries."""
+    """What a consolidate of a file leaves, by the edit rules: the file and the moved entries."""
     kept: list[str] = []
     moved: list[str] = []
     for it in items:

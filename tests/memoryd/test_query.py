@@ -1,4 +1,4 @@
-"""The recall query builder: only quoted terms joined by OR ever reach FTS5 (spec §5)."""
+"""The recall query builder: only quoted terms joined by OR ever reach FTS5."""
 
 from __future__ import annotations
 

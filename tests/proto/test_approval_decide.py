@@ -1,4 +1,4 @@
-"""`approval_decide` (issue 30): ARCHITECTURE §3's frame `{id, approve, reason?}` as it was,
+"""`approval_decide` (issue 30): the frame `{id, approve, reason?}` as it was,
 a verdict code matches on, and a denial with arguments that is not a frame at all; and
 loopd's `tool_request` as documented, which carries no authority."""
 
@@ -107,7 +107,7 @@ def test_any_combination_is_a_verdict_or_refused(
 
 
 def test_loopds_documented_tool_request_decodes_with_no_authority() -> None:
-    # ARCHITECTURE §3 has loopd send `approval: null`; it says nothing of authority.
+    # loopd sends `approval: null`; it says nothing of authority.
     body = json.dumps(
         {
             "kind": "tool_request",

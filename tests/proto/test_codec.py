@@ -1,4 +1,4 @@
-"""Frames: a 4-byte big-endian length, then msgspec JSON (ARCHITECTURE §3, STYLE "Frames")."""
+"""Frames: a 4-byte big-endian length, then msgspec JSON."""
 
 from __future__ import annotations
 

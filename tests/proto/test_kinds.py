@@ -1,6 +1,6 @@
 """Golden tests: the kinds on the wire and the sockets that carry them.
 
-The literal sets below are written out from ARCHITECTURE §2-§3 and spec §7 (plus our own
+The literal sets below are written out from the frames each socket takes (plus our own
 `approval_pending` reply on loop-broker). A change here is a change of the protocol.
 """
 
@@ -64,7 +64,7 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         "memoryd",
         "brokerd",
         "run/broker-memory/memory.sock",
-        # forget_*: ours, not §3 (issue 31): each role forgets in its own store
+        # forget_*: ours, not the original frames (issue 31): each role forgets in its own store
         {"tool_request", "forget_look", "forget_prepare", "forget_apply", "forget_abort"},
         {"tool_response", "forget_looked", "forget_prepared", "forget_applied", "ok", "error"},
     ),
@@ -72,8 +72,8 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         "memoryd",
         "bxctl",
         "run/owner-memory/admin.sock",
-        # memory_find, undo_plan, memory_block: ours, not §3 (issue 30): one meaning of the
-        # owner's commands, and the block on a socket the owner can reach
+        # memory_find, undo_plan, memory_block: ours, not the original frames (issue 30):
+        # one meaning of the owner's commands, and the block on a socket the owner can reach
         {
             "reindex",
             "recall_query",
@@ -104,7 +104,7 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
         "brokerd",
         "loopd",
         "run/loop-broker/broker.sock",
-        {"tool_request", "call_state"},  # call_state: ours, not §3 (issue 13)
+        {"tool_request", "call_state"},  # call_state: ours, not the original frames (issue 13)
         {"approval_pending", "tool_response", "call_state_reply", "error"},  # ours too
     ),
     "owner-broker": (
@@ -151,7 +151,7 @@ GOLDEN: dict[str, tuple[str, str, str, set[str], set[str]]] = {
             "error",
         },
     ),
-    # ours, not §3 (issue 31): brokerd asks loopd for its part of a forget
+    # ours, not the original frames (issue 31): brokerd asks loopd for its part of a forget
     "broker-loop": (
         "loopd",
         "brokerd",
@@ -225,7 +225,7 @@ ALL_TAGS = {
     "forgotten",
 }
 
-# The wire fields of every kind besides `kind` (ARCHITECTURE §3, spec §7).
+# The wire fields of every kind besides `kind`.
 WIRE_FIELDS: dict[str, set[str]] = {
     "error": {"code", "message", "runbook"},
     "ok": set(),
@@ -380,7 +380,7 @@ def test_tool_request_wire_form() -> None:
         "session": "chat-abcdefgh",
         "call": {"id": "c1", "name": "recall", "arguments": '{"query":"x"}'},
         "taint": {"class": "private", "untrusted": False},
-    }  # ARCHITECTURE §3's frame less its `approval: null`: brokerd reads no approval from loopd
+    }  # the original frame less its `approval: null`: brokerd reads no approval from loopd
 
 
 def test_owner_recalled_wire_form_round_trips() -> None:

@@ -1,4 +1,4 @@
-"""The shapes of the `recall` and `memory` tools' arguments (spec §5)."""
+"""The shapes of the `recall` and `memory` tools' arguments."""
 
 from __future__ import annotations
 
@@ -273,7 +273,7 @@ ITEMS = st.fixed_dictionaries(
 
 
 def item_is_valid(item: dict[str, Any]) -> bool:
-    """Spec §5, written apart from the library: one fate per named entry; new ones have text."""
+    """The edit rules, apart from the library: one fate per named entry; new ones have text."""
     old, text = item.get("old"), item.get("text")
     flags = [item.get(name) for name in ("keep", "move", "drop")]
     if False in flags:

@@ -1,4 +1,4 @@
-"""The memory entry format and the memory edit rules (spec §3-§5); pure functions, no I/O.
+"""The memory entry format and the memory edit rules; pure functions, no I/O.
 
 memory.md and user.md are lists of entries (`parse`, `render`, `chars`); an approved edit
 of the memory tool is applied with `apply_edit`, which returns the new entries and the

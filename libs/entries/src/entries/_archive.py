@@ -1,4 +1,4 @@
-"""archive.md: the append-only record of entries moved out by consolidate (spec §3).
+"""archive.md: the append-only record of entries moved out by consolidate.
 
 Each record is a header line and the entry:
 

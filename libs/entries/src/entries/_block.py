@@ -1,4 +1,4 @@
-"""The memory block that starts every session's prompt (spec §4)."""
+"""The memory block that starts every session's prompt."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["BLOCK_START", "memory_block_of", "render_block", "soul_text"]
 
 _EMPTY = "(empty)"
 BLOCK_START = "# soul.md\n"
-"""The memory block's first line (spec §4): loopd appends it after system.md and a blank line."""
+"""The memory block's first line: loopd appends it after system.md and a blank line."""
 
 
 def memory_block_of(system: str) -> str | None:
@@ -36,7 +36,7 @@ def render_block(*, soul: str, memory: Sequence[str], user: Sequence[str]) -> st
     """The memory block: soul.md, then memory.md and user.md with their sizes.
 
     The caller checks the limits first: memoryd refuses to serve a block with a file over
-    its limit (spec §4).
+    its limit.
 
     Args:
         soul: soul.md's text, as read.

@@ -13,7 +13,7 @@ takes `/` for its slash commands), so a command means the same wherever it is wr
 - Entries are named by any part of their text (`remove`, `why`), at most
   `proto.MAX_PART_CHARS` characters; edits by their id (`undo`, `ed-` and six characters).
 
-Only the owner's own typed line or post is ever parsed (ARCHITECTURE §6a): the model's
+Only the owner's own typed line or post is ever parsed: the model's
 text, tool results and anyone else's posts never reach `parse_command`. `COMMANDS` is the
 one table both surfaces' help and the documentation are made from (`help_rows`).
 """

@@ -1,6 +1,6 @@
 """The owner's commands, run the same way on every surface: sans-IO steps and answers.
 
-A command's meaning is decided once (ARCHITECTURE §6a): memoryd owns the files and the
+A command's meaning is decided once: memoryd owns the files and the
 journal, so it finds the entry a part names and plans an undo (`memory_find`,
 `undo_plan`); every change is the owner's own edit, sent to brokerd (`memory_edit`),
 which decides it `owner`, audits it and has memoryd apply it. A forget goes to brokerd

@@ -1,8 +1,8 @@
-r"""The entry format of memory.md and user.md (spec §3) and their canonical text.
+r"""The entry format of memory.md and user.md and their canonical text.
 
 A file is a list of entries separated by lines holding only `§`. Its canonical text (what
 memoryd writes, and what limits count) is the entries joined by `"\n§\n"`, with no
-trailing newline (ARCHITECTURE §6). Characters are code points, with no Unicode
+trailing newline. Characters are code points, with no Unicode
 normalisation: the owner approves exact text.
 """
 

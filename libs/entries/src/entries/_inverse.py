@@ -1,4 +1,4 @@
-"""The inverse of an applied edit, for the owner's undo (ARCHITECTURE §6a); pure.
+"""The inverse of an applied edit, for the owner's undo; pure.
 
 An applied edit is known by the journal's `before` and `after` entries of its file, so
 its inverse is worked out from those alone, whatever the action was: the edit that turns

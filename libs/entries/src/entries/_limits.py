@@ -1,4 +1,4 @@
-"""The character limits of the memory files (spec §3), defined in proto, by file."""
+"""The character limits of the memory files, defined in proto, by file."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The memory edit rules (spec §5): apply one edit to a file's entries, or refuse it.
+"""The memory edit rules: apply one edit to a file's entries, or refuse it.
 
 An edit is either applied whole (an `EditOutcome`) or refused (`EditRefused`) with nothing
 changed. Entries are named by their text: an `old` is compared, after its line ends are
@@ -55,7 +55,7 @@ def apply_edit(current: Sequence[str], args: MemoryArgs) -> EditOutcome:
         The file's new entries, and the entries moved out (consolidate only).
 
     Raises:
-        EditRefused: The edit breaks a rule of spec §5 against `current`; its `code` says
+        EditRefused: The edit breaks an edit rule against `current`; its `code` says
             which, its message says what to do.
         ValueError: `current` is not a list of distinct valid entries, or `args.file` is
             not a memory file (programming errors).

@@ -2,7 +2,7 @@
 
 Each is a complete sentence the model and the owner can act on. Entries are quoted by
 `quote`; numbers carry thousands separators. `over_limit` and `updated` are fixed by the
-spec (§5) apart from the file and the numbers.
+memory design apart from the file and the numbers.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ _QUOTE_HEAD = 77
 
 
 def over_limit(name: str, chars: int, limit: int) -> str:
-    """The refusal of an edit that would take a file over its limit (spec §5).
+    """The refusal of an edit that would take a file over its limit.
 
     Example: `memory.md would be 2,350 of 2,200 characters; use consolidate to move entries
     to the archive.`
@@ -30,7 +30,7 @@ def over_limit(name: str, chars: int, limit: int) -> str:
 
 
 def updated(name: str, chars: int, limit: int) -> str:
-    """The answer to an applied edit (spec §5).
+    """The answer to an applied edit.
 
     Example: `memory.md updated (1,510 of 2,200 characters); it takes effect in the next
     session.`

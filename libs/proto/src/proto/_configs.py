@@ -54,7 +54,7 @@ PATTERN_MEANINGS[URL_PATTERN] = "an http:// or https:// URL"
 PATTERN_MEANINGS[MODEL_URL_PATTERN] = f'an http:// or https:// URL, or "{EMBEDDED}"'
 
 
-# -- memoryd.toml (spec §11) -----------------------------------------------------------
+# -- memoryd.toml -----------------------------------------------------------
 
 
 class MemorydMemory(ConfigSection, frozen=True, kw_only=True):
@@ -87,7 +87,7 @@ class MemorydRecall(ConfigSection, frozen=True, kw_only=True):
 
 
 class MemorydSockets(ConfigSection, frozen=True, kw_only=True):
-    """`[sockets]`: socket paths; defaults under `{home}/run/` (spec §7)."""
+    """`[sockets]`: socket paths; defaults under `{home}/run/`."""
 
     loop: str | None = None
     broker: str | None = None
@@ -122,7 +122,7 @@ class MemorydConfig(ConfigSection, frozen=True, kw_only=True):
     peers: MemorydPeers = msgspec.field(default_factory=MemorydPeers)
 
 
-# -- brokerd.toml (ARCHITECTURE §5) ----------------------------------------------------
+# -- brokerd.toml ----------------------------------------------------
 
 
 class BrokerdMemory(ConfigSection, frozen=True, kw_only=True):
@@ -152,7 +152,7 @@ class BrokerdLoop(ConfigSection, frozen=True, kw_only=True):
 
 
 class BrokerdSockets(ConfigSection, frozen=True, kw_only=True):
-    """`[sockets]`: socket paths; defaults under `{home}/run/` (ARCHITECTURE §2)."""
+    """`[sockets]`: socket paths; defaults under `{home}/run/`."""
 
     loop: str | None = None
     admin: str | None = None
@@ -187,7 +187,7 @@ class BrokerdConfig(ConfigSection, frozen=True, kw_only=True):
     peers: BrokerdPeers = msgspec.field(default_factory=BrokerdPeers)
 
 
-# -- loopd.toml (ARCHITECTURE §4, §9) --------------------------------------------------
+# -- loopd.toml --------------------------------------------------
 
 
 class LoopdModel(ConfigSection, frozen=True, kw_only=True):

@@ -1,4 +1,4 @@
-"""A call of a core tool, read once into what it asks for (spec §9).
+"""A call of a core tool, read once into what it asks for.
 
 The model names one of the core tools and sends its arguments as a JSON string.
 `parse_core_call` reads both, once, and gives one variant of `CoreCall`; loopd `match`es

@@ -1,4 +1,4 @@
-"""Every message kind on every socket (ARCHITECTURE §3, spec §7).
+"""Every message kind on every socket.
 
 A message is a frozen, keyword-only `msgspec.Struct` in one tagged union whose tag field
 is `kind`; each tag is written out, so renaming a class never changes the wire. Frames
@@ -218,7 +218,7 @@ class Ok(Message, frozen=True, kw_only=True, tag="ok"):
 
 
 class MemoryBlock(Message, frozen=True, kw_only=True, tag="memory_block"):
-    """Ask memoryd for the memory block of a new session (spec §4)."""
+    """Ask memoryd for the memory block of a new session."""
 
 
 class MemoryBlockReply(Message, frozen=True, kw_only=True, tag="memory_block_reply"):
@@ -261,7 +261,7 @@ class ToolRequest(Message, frozen=True, kw_only=True, omit_defaults=True, tag="t
     `authority` is set by brokerd, to memoryd, on a call the owner decided (approved, or
     made as their own edit), and left out otherwise: loopd sends none, and brokerd
     ignores what a request from loopd says of approvals (an `approval: null` included,
-    as ARCHITECTURE §3 has loopd send it).
+    as loopd sends it).
     """
 
     session: SessionId
@@ -313,7 +313,7 @@ brokerd's when it withdraws the approval, loopd's when it stops waiting first.""
 
 
 class Reindex(Message, frozen=True, kw_only=True, tag="reindex"):
-    """Rebuild the recall index from sessions/ and archive.md (spec §10)."""
+    """Rebuild the recall index from sessions/ and archive.md."""
 
 
 class Reindexed(Message, frozen=True, kw_only=True, tag="reindexed"):
@@ -497,7 +497,7 @@ class ApprovalsList(Message, frozen=True, kw_only=True, tag="approvals_list", om
 class Approvals(Message, frozen=True, kw_only=True, tag="approvals", omit_defaults=True):
     """The pending approvals that fit in one frame, oldest first.
 
-    Without paging (`more` empty, left out) it is ARCHITECTURE §3's `{pending}` exactly.
+    Without paging (`more` empty, left out) it is the original `{pending}` exactly.
 
     `more` names the pending approvals left out (an approval's arguments may take most
     of a frame): ask for them with `ApprovalsList(ids=more)`.
@@ -526,7 +526,7 @@ class Deny(msgspec.Struct, frozen=True, kw_only=True):
 class ApprovalDecide(Message, frozen=True, kw_only=True, omit_defaults=True, tag="approval_decide"):
     """The owner's decision on one pending approval: `approval_decide {id, approve, reason?}`.
 
-    On the wire as ARCHITECTURE §3 has it, plus `arguments`, the owner's own version of
+    On the wire as it always was, plus `arguments`, the owner's own version of
     the call (only with `approve`), and `surface`, where the owner decided (brokerd fills
     in the peer's uid itself, and bxctl when there is none). Code reads `verdict`; build
     one with `deciding`. A denial with arguments is not a frame (decoding refuses it).

@@ -1,11 +1,11 @@
 """The records roles write to disk besides session logs, one line of JSON each.
 
 * `JournalLine`: a line of `memory/edits/YYYY-MM.jsonl`, memoryd's journal of applied
-  memory edits (spec §3), and `Decided`, who decided an edit.
+  memory edits, and `Decided`, who decided an edit.
 * `RecallRecord`: a line of `memory/recalls/YYYY-MM.jsonl`, memoryd's recall log: each
-  hit's `HitSource`, stable across a reindex (spec §3, §5).
+  hit's `HitSource`, stable across a reindex.
 * `AuditRecord`: a line of `audit/YYYY-MM.jsonl`, brokerd's chained audit log
-  (ARCHITECTURE §5), and `AuditHead`, the file `audit/head` that anchors the chain. V3
+ , and `AuditHead`, the file `audit/head` that anchors the chain. V3
   records sign a keyed commitment of their text fields, not the text, so a forget can
   take a text out and the chain still verifies (issue 31).
 
@@ -153,7 +153,7 @@ JournalFile = Literal["memory.md", "user.md"]
 class AppliedEdit(
     msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="applied", omit_defaults=True
 ):
-    """A memory edit memoryd applied: a line of `edits/YYYY-MM.jsonl` (spec §3).
+    """A memory edit memoryd applied: a line of `edits/YYYY-MM.jsonl`.
 
     `before` and `after` are the file's entries around the edit; `moved` the entries it
     moved to archive.md. Fields that are None were not recorded when the line was written
@@ -341,7 +341,7 @@ class AuditRecordV2(
     tag_field="v",
     tag=2,
 ):
-    """One line of the audit log (ARCHITECTURE §5), `v` 2: what brokerd writes.
+    """One line of the audit log, `v` 2: what brokerd writes.
 
     A call that runs (`auto`, `approved`, `owner`) has two records with the same `session`
     and `call`: the decision, `status` `started`, written and fsynced before the tool runs

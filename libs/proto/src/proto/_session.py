@@ -1,4 +1,4 @@
-"""A session's files, written by loopd and read by memoryd and bxctl (ARCHITECTURE §4).
+"""A session's files, written by loopd and read by memoryd and bxctl.
 
 `sessions/<id>/0.baseline.json` is written once and replayed byte for byte;
 `sessions/<id>/0.jsonl` holds one record per line, tagged on `type`, appended and
@@ -6,7 +6,7 @@ flushed per record, never rewritten.
 
 The session's label is defined here, once, for every role: walking the log in order,
 the label so far is the join of the labels of its `tool_result` records, starting at
-private (spec §6: the owner's own words are private). Damage never lowers a label: a
+private (the owner's own words are private). Damage never lowers a label: a
 line that is not a record but still reads as a `tool_result` counts with what can be
 read of it, and the worst label where that is unreadable; a line that cannot be read at
 all counts as the worst label if it mentions `tool_result` at all.

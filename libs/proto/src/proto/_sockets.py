@@ -1,4 +1,4 @@
-"""The sockets, who serves them, and the kinds each one accepts (ARCHITECTURE §2-§3)."""
+"""The sockets, who serves them, and the kinds each one accepts."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 __all__ = ["TIME_FORMAT", "month_file", "utc_now", "utc_stamp"]
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-"""ISO 8601 with seconds and `Z`: `2026-09-24T20:14:03Z` (ARCHITECTURE §3)."""
+"""ISO 8601 with seconds and `Z`: `2026-09-24T20:14:03Z`."""
 
 
 def utc_now() -> datetime:

@@ -6,9 +6,9 @@ the OpenAI `tools` array (`msgspec.json.schema`, see `_schema`), with the Struct
 docstring as the tool's description, so what the model is told and what brokerd,
 memoryd and loopd accept cannot drift apart.
 
-The core tools (spec §9) are declared in every session, in `CORE_TOOLS` order; the
-local tools (ARCHITECTURE §5) are found with `find_tool` and used with `call_tool`.
-`parse_recall_args` and `parse_memory_args` enforce the *shape* of spec §5; the content
+The core tools are declared in every session, in `CORE_TOOLS` order; the
+local tools are found with `find_tool` and used with `call_tool`.
+`parse_recall_args` and `parse_memory_args` enforce the arguments' *shape*; the content
 rules (an entry matches, the file fits its limit) belong to `entries`, applied by memoryd
 to the file as it is at that moment.
 """
@@ -64,11 +64,11 @@ MAX_PATH_CHARS = 4096
 MAX_URL_CHARS = 2048
 
 MEMORY_LIMIT = 2200
-"""memory.md's limit, in characters of its canonical text (spec §3)."""
+"""memory.md's limit, in characters of its canonical text."""
 USER_LIMIT = 1375
-"""user.md's limit, in characters of its canonical text (spec §3)."""
+"""user.md's limit, in characters of its canonical text."""
 SOUL_LIMIT = 4000
-"""soul.md's limit, in characters of its text as trimmed (spec §3)."""
+"""soul.md's limit, in characters of its text as trimmed."""
 
 MemoryFile = Literal["memory", "user"]
 """The files the memory tool may edit: memory.md and user.md (never soul.md)."""
@@ -346,7 +346,7 @@ FIND_TOOL = ToolSpec("find_tool", FindToolArgs, FindToolArgs)
 CALL_TOOL = ToolSpec("call_tool", CallToolArgs, CallToolArgs)
 
 CORE_TOOLS = (CLOCK, RECALL, MEMORY, FIND_TOOL, CALL_TOOL)
-"""Declared in every session, in this order (spec §9)."""
+"""Declared in every session, in this order."""
 
 LOCAL_TOOLS = (
     ToolSpec("read_file", ReadFileArgs, ReadFileArgs),

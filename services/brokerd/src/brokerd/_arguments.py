@@ -2,7 +2,7 @@
 
 The model sends arguments as a JSON string. brokerd decodes it (duplicate keys refused),
 re-encodes it canonically (compact, UTF-8, keys in the model's order), and parses that
-text with the tool's parser from proto (`proto.TOOLS`: spec §5 for recall and memory, the
+text with the tool's parser from proto (`proto.TOOLS`: recall's and memory's, the
 local tools' Structs), any other tool as a JSON object. The canonical text is what the
 owner approves, what the audit log records and what the runtime runs, so what is
 approved is byte for byte what runs.

@@ -1,4 +1,4 @@
-"""Deciding a `tool_request` from loopd (ARCHITECTURE §5, spec §8).
+"""Deciding a `tool_request` from loopd.
 
 Parse the arguments → find the grant (of several for a file or web tool, the one whose
 paths or hosts admit the call) → check the session's taint against `max_taint` →

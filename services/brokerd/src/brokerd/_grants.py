@@ -1,4 +1,4 @@
-"""Grants: one TOML file per tool in `grants/`, plus the two built in (ARCHITECTURE §5, spec §8).
+"""Grants: one TOML file per tool in `grants/`, plus the two built in.
 
 A grant's name is its file's stem and its `grant_sha256` the hash of the file's bytes,
 so every audit record names the exact text it was decided under. A file that does not
@@ -43,7 +43,7 @@ __all__ = [
 log = logging.getLogger("brokerd.grants")
 
 BUILT_IN_POLICY = "the policy of recall and memory is built in; remove this grant."
-"""Spec §8's fixed sentence for a grant file that names recall or memory."""
+"""The fixed sentence for a grant file that names recall or memory."""
 
 BUILTIN_RECALL_TEXT = (
     "# built in: recall\n"
@@ -64,7 +64,7 @@ BUILTIN_MEMORY_TEXT = (
 _BUILT_IN = {"builtin-recall": BUILTIN_RECALL_TEXT, "builtin-memory": BUILTIN_MEMORY_TEXT}
 
 # Which constraint each known tool takes; a tool not listed here may carry any of them
-# (a future runtime reads them). recall and memory take none (spec §8).
+# (a future runtime reads them). recall and memory take none.
 _TAKES: dict[str, frozenset[str]] = {
     "recall": frozenset(),
     "memory": frozenset(),

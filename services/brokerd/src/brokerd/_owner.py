@@ -1,4 +1,4 @@
-"""The owner's levers at brokerd (ARCHITECTURE §6a): where they acted, and their version.
+"""The owner's levers at brokerd: where they acted, and their version.
 
 Their version: their own arguments for a pending call (edit before approve).
 

@@ -1,4 +1,4 @@
-"""Where a decided call runs (spec §8, ARCHITECTURE §5).
+"""Where a decided call runs.
 
 The composite runtime sends recall and memory to memoryd's broker socket and everything
 else to the configured runtime: the local one (`_local_tools`) or the refusing one. A

@@ -1,4 +1,4 @@
-"""brokerd's two sockets and what each request does (ARCHITECTURE §3, §5).
+"""brokerd's two sockets and what each request does.
 
 loop-broker (loopd): `tool_request` → (`approval_pending`) → `tool_response`.
 owner-broker (bxctl, mattermostd): `approvals_list`, `approval_decide`, `approval_revise`,

@@ -1,4 +1,4 @@
-"""The tools a session declares, and the registry `find_tool` searches (spec §5, §9).
+"""The tools a session declares, and the registry `find_tool` searches.
 
 The five core tools are declared in every session, in this order: clock, recall,
 memory, find_tool, call_tool. Their arguments and schemas are proto's (`proto.ToolSpec`,

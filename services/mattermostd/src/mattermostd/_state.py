@@ -63,7 +63,7 @@ SESSION_PREFIX = "mm-"
 
 
 def session_of(root_id: str) -> str:
-    """The session of a thread: `mm-` and its root post's id (ARCHITECTURE §3)."""
+    """The session of a thread: `mm-` and its root post's id."""
     return f"{SESSION_PREFIX}{root_id}"
 
 

@@ -1,4 +1,4 @@
-"""The memory block a new session starts with (spec §4), rendered fresh each time."""
+"""The memory block a new session starts with, rendered fresh each time."""
 
 from __future__ import annotations
 

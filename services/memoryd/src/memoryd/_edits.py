@@ -1,4 +1,4 @@
-"""Applying an approved memory edit: one writer, nothing half-done (spec §3, §5).
+"""Applying an approved memory edit: one writer, nothing half-done.
 
 The order of writes is chosen so that a crash at any point loses nothing:
 moved entries are appended to archive.md first, then memory.md (or user.md) is

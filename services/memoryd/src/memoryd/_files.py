@@ -1,4 +1,4 @@
-"""The memory directory: created, read fresh, and never left half-written (spec §3).
+"""The memory directory: created, read fresh, and never left half-written.
 
 Whole files are written to a temporary file in the same directory, fsynced, renamed
 over the target, and the directory fsynced. Append-only files (archive.md, the edit

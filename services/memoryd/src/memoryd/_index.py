@@ -80,7 +80,7 @@ class Rebuilt:
 
 
 class Index:
-    """`{home}/index/memory.sqlite3`, built from `sessions/` and archive.md (spec §6)."""
+    """`{home}/index/memory.sqlite3`, built from `sessions/` and archive.md."""
 
     def __init__(self, index_dir: Path, sources: Sources) -> None:
         self.files = Files(index_dir, sources)

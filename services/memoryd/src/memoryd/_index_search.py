@@ -79,7 +79,7 @@ class Searcher:
     async def search(
         self, query: str, k: int, *, then: Callable[[Search], None] | None = None
     ) -> Search:
-        """The k best hits for `query` (spec §5); none when it has no terms.
+        """The k best hits for `query`; none when it has no terms.
 
         `then`, if given, is called with the answer in the worker thread that searched
         (blocking work that must follow the search, such as the recall log's line, costs

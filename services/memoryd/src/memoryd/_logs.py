@@ -1,6 +1,6 @@
-"""What the index holds: rows read from session logs and archive.md (spec §6).
+"""What the index holds: rows read from session logs and archive.md.
 
-A session log (`sessions/<id>/<epoch>.jsonl`, loopd's, ARCHITECTURE §4) gives one row per
+A session log (`sessions/<id>/<epoch>.jsonl`, loopd's) gives one row per
 `user` content, per `assistant` content, and per tool call the assistant made
 (`name {arguments}`); never a tool result, never `reasoning_content`. Walking the log in
 order keeps the session's label so far: the highest class of the `tool_result` records
@@ -301,7 +301,7 @@ def redact_row(text: str, role: str, needle: str) -> str:
 
 
 def archive_rows(path: Path, *, max_class: Class) -> tuple[list[Row], int]:
-    """One row per entry of archive.md, in order, private and trusted (spec §6).
+    """One row per entry of archive.md, in order, private and trusted.
 
     Returns:
         The rows (none when `max_class` is below private), and the number of entries.

@@ -1,4 +1,4 @@
-"""What the owner's commands mean, decided once here for every surface (ARCHITECTURE §6a).
+"""What the owner's commands mean, decided once here for every surface.
 
 memoryd owns the memory files and the journal, so the rules that read them live here
 and nowhere else: which entry the owner names by a part of it (`find`), and what an undo

@@ -1,4 +1,4 @@
-"""What a recall answers, and the line it leaves in the recall log (spec §3, §5).
+"""What a recall answers, and the line it leaves in the recall log.
 
     [1] session mm-8ass9m…, 2026-09-20 14:02 UTC, the owner said · private
     …the launch window moved to Thursday…

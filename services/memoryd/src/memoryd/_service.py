@@ -1,4 +1,4 @@
-"""memoryd's three sockets and what each request does (spec §7, ARCHITECTURE §3)."""
+"""memoryd's three sockets and what each request does."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ class Memoryd:
                 assert_never(request)
 
     async def memory_block(self) -> MemoryBlockReply:
-        """The memory block of a new session (spec §4), or the refusal that names why not."""
+        """The memory block of a new session, or the refusal that names why not."""
         try:
             text = await trio.to_thread.run_sync(memory_block, self.memory)
         except MemoryUnavailable as exc:
@@ -239,7 +239,7 @@ class Memoryd:
     # -- recall and the index ----------------------------------------------------------
 
     async def recall(self, request: ToolRequest) -> ToolResponse:
-        """The recall tool (spec §5): search, answer with the label, log the recall."""
+        """The recall tool: search, answer with the label, log the recall."""
         call_id = request.call.id
         try:
             args = proto.parse_recall_args(request.call.arguments)
@@ -290,7 +290,7 @@ class Memoryd:
         return ToolResponse(call_id=call_id, status="ok", content=content, label=label_of(found))
 
     async def reindex(self) -> Reindexed:
-        """Rebuild the index into a new file and swap it in (spec §10)."""
+        """Rebuild the index into a new file and swap it in."""
         try:
             built = await self.index.rebuild()
         except (OSError, IndexDamaged) as exc:

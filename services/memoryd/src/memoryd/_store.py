@@ -1,4 +1,4 @@
-"""The index file and its writes, blocking; callers run these in a worker thread (spec §6).
+"""The index file and its writes, blocking; callers run these in a worker thread.
 
 `{home}/index/memory.sqlite3` holds the spec's schema and nothing else: `hits` (FTS5, the
 text; for the context ranking, stemmed, with the message each row follows beside it),

@@ -1,4 +1,4 @@
-"""Why an entry is in memory (`memory_why`, ARCHITECTURE §6a): a read-only join, no new store.
+"""Why an entry is in memory (`memory_why`): a read-only join, no new store.
 
 For each entry of memory.md, user.md or archive.md holding the text asked about (a
 case-insensitive substring), its story, newest edit first:

@@ -441,7 +441,7 @@ class _Conversation:
             if problem is not None:
                 sys.stderr.write(f"bxctl: that line is not UTF-8 text ({problem}); not sent\n")
                 continue
-            # Only the owner's own typed line is ever parsed as a command (ARCHITECTURE §6a),
+            # Only the owner's own typed line is ever parsed as a command,
             # and only a message for the model is kept in the history: a command line is
             # not (`/forget TEXT` would keep the very text it forgets).
             match entries.parse_command(line, "/"):

@@ -140,7 +140,7 @@ class Sockets:
 
     A role serves a socket at its config's `[sockets]` path, resolved by the same proto
     function the role uses (`proto.socket_path`, under the config's `[paths] home` if it
-    names one), else at the default under the home (ARCHITECTURE §2). A config that
+    names one), else at the default under the home. A config that
     cannot be read gives the default: the role cannot start on it either, and says why;
     if the call then finds nobody, its sentence says which config bxctl could not read.
     """

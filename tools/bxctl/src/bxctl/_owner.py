@@ -153,7 +153,7 @@ def approve_with_text(home: Path, approval: str, text: str) -> int:
 
 
 def reindexed_line(reply: Reindexed) -> str:
-    """`reindexed: 42 logs, 1,208 records, 7 archive entries` (spec §10)."""
+    """`reindexed: 42 logs, 1,208 records, 7 archive entries`."""
     return (
         f"reindexed: {plural(reply.logs, 'log')}, {plural(reply.records, 'record')}, "
         f"{plural(reply.archive, 'archive entry', 'archive entries')}"

@@ -1,4 +1,4 @@
-"""The recall query as FTS5 sees it: quoted terms joined by OR, nothing else (spec §5).
+"""The recall query as FTS5 sees it: quoted terms joined by OR, nothing else.
 
 The model's query is split on every character that is not a letter or a digit; each
 term is wrapped in double quotes and the terms are joined with ` OR `. A term can hold
