@@ -51,13 +51,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+import proto
 from bench import _age_home
 from bench._age_home import HomeFacts
 from bench.index import raw_bulk_insert
 from bench.turn import InstantModel, Words, cpu_s
+from loopd._sessions import SessionStore
+from proto import UserRecord
 
 CACHE = Path.home() / ".cache" / "boxmaker-bench" / "age"
 FLAT = 1.2
+CAUGHT_UP = r"the index is caught up with every log"
+"""memoryd's own line when its start-up catch-up has read what changed."""
 IDLE_WINDOW_S = 0.5
 IDLE_CPU_S = 0.05
 """Idle: less CPU than this (the role and its children) over the last `IDLE_WINDOW_S`."""
@@ -79,11 +84,15 @@ class Figure:
 
 
 UP = Figure("bxctl up until 'boxmaker is up'", 2.0)
+UP_ANSWERED = Figure("bxctl up until a chat sent at its banner is answered", 1.5)
 BROKERD_IN_USE = Figure("brokerd start until ready (as a home in use leaves it)", 1.0)
 BROKERD_AGAIN = Figure("brokerd start until ready (after a clean stop)", 1.0)
 MEMORYD_READY = Figure("memoryd second start until ready", 1.0)
-MEMORYD_CAUGHT_UP = Figure("memoryd second start until caught up", 1.0)
+MEMORYD_CAUGHT_UP = Figure("memoryd second start until caught up", 0.5)
 MEMORYD_IDLE = Figure("memoryd second start until idle")
+MEMORYD_CRASHED = Figure("memoryd start after a SIGKILL until caught up", 3.0)
+MEMORYD_CRASH_LOOKED = Figure("  ... until its look at every log is done (background)")
+MEMORYD_AFTER_CRASH = Figure("memoryd start after that one's clean stop until caught up", 0.5)
 MEMORYD_BUILT = Figure("memoryd first start until the index is built", rate="index")
 RAW_BUILD = Figure("  raw SQLite bulk insert of the same rows", rate="index")
 LOOPD_READY = Figure("loopd start until ready", 1.0)
@@ -98,11 +107,15 @@ AUDIT_VERIFY = Figure("bxctl audit verify", rate="audit")
 
 FIGURES = [
     UP,
+    UP_ANSWERED,
     BROKERD_IN_USE,
     BROKERD_AGAIN,
     MEMORYD_READY,
     MEMORYD_CAUGHT_UP,
     MEMORYD_IDLE,
+    MEMORYD_CRASHED,
+    MEMORYD_CRASH_LOOKED,
+    MEMORYD_AFTER_CRASH,
     LOOPD_READY,
     MEMORYD_BUILT,
     RAW_BUILD,
@@ -255,6 +268,13 @@ class Role:
     def tail(self) -> str:
         return " | ".join(line for _, line in self.lines[-5:])
 
+    def kill(self) -> None:
+        """SIGKILL: an unclean stop (no clean mark), as a power cut or the OOM killer."""
+        self.process.kill()
+        self.process.wait(timeout=120)
+        self._reader.join(timeout=10)
+        self.notify.close()
+
     def stop(self) -> None:
         """SIGTERM: a clean stop (memoryd writes its clean mark); wait for the exit."""
         self.process.send_signal(signal.SIGTERM)
@@ -305,6 +325,11 @@ class Age:
             else:  # a home too young for a checkpoint
                 used.unlink(missing_ok=True)
 
+    def probe(self) -> None:
+        """One record appended to a session as loopd appends it: a catch-up's work."""
+        session = SessionStore(self.home / "sessions").open(self.facts.long_session)
+        session.append(UserRecord(time=proto.utc_stamp(), content="probe"))
+
     def run(self, *argv: str) -> tuple[float, str]:
         """A whole bxctl process: its seconds and its output (a failure stops the bench)."""
         started = time.monotonic()
@@ -342,13 +367,28 @@ def _starts(age: Age, runs: int, status: Status) -> None:
                 wait_idle([memoryd.process.pid])
     for run in range(runs):
         status(f"memoryd second start, run {run + 1} of {runs}")
+        age.probe()  # a turn that ended while it was stopped
         with role("memoryd", home, env, scratch) as memoryd:
             m.add(MEMORYD_READY, memoryd.wait_ready())
             # Its own line when the catch-up has read every log: a `session_updated` is
             # answered before (while the index opens, or between the catch-up's sessions).
-            caught_up, _ = memoryd.wait_line(r"the index is caught up with every log")
-            m.add(MEMORYD_CAUGHT_UP, caught_up)
+            m.add(MEMORYD_CAUGHT_UP, memoryd.wait_line(CAUGHT_UP)[0])
             m.add(MEMORYD_IDLE, wait_idle([memoryd.process.pid]) - memoryd.started)
+    for run in range(runs):
+        status(f"memoryd after a SIGKILL, run {run + 1} of {runs}")
+        with role("memoryd", home, env, scratch) as memoryd:
+            memoryd.wait_line(CAUGHT_UP)
+            memoryd.kill()
+        age.probe()
+        with role("memoryd", home, env, scratch) as memoryd:
+            m.add(MEMORYD_CRASHED, memoryd.wait_line(CAUGHT_UP)[0])
+            m.add(MEMORYD_CRASH_LOOKED, memoryd.wait_line(r"looked at every session log in")[0])
+        age.probe()
+        with role("memoryd", home, env, scratch) as memoryd:
+            again = memoryd.wait_line(CAUGHT_UP)[0]
+            if not any("was stopped cleanly" in line for _, line in memoryd.lines):
+                raise SystemExit(f"memoryd did not take up its clean stop: {memoryd.tail()}")
+            m.add(MEMORYD_AFTER_CRASH, again)
     for run in range(runs):
         status(f"brokerd starts, run {run + 1} of {runs}")
         age.as_in_use()
@@ -371,8 +411,9 @@ def _raw_build(age: Age, status: Status) -> None:
 
 
 @contextlib.contextmanager
-def _up(age: Age) -> Iterator[float]:
-    """`bxctl up` until "boxmaker is up" (its seconds), then its roles idle; SIGINT at the end."""
+def _up(age: Age) -> Iterator[tuple[float, float]]:
+    """`bxctl up` until "boxmaker is up", and until a chat sent then is answered (seconds);
+    then its roles idle; SIGINT at the end. A turn's end not delivered to memoryd fails."""
     started = time.monotonic()
     up = subprocess.Popen(
         [*age.bxctl, "up"],
@@ -392,12 +433,19 @@ def _up(age: Age) -> Iterator[float]:
         else:
             raise SystemExit(f"bxctl up did not start: {''.join(tail)}")
         seconds = time.monotonic() - started
-        threading.Thread(target=up.stderr.read, daemon=True).start()
+        later: list[str] = []
+        reader = threading.Thread(target=lambda: later.extend(up.stderr or ()), daemon=True)
+        reader.start()
+        age.run("chat", "-m", "hi")  # the owner's first message, sent at the banner
+        answered = time.monotonic() - started
         wait_idle([up.pid])
-        yield seconds
+        yield seconds, answered
     finally:
         up.send_signal(signal.SIGINT)
         up.wait(timeout=120)
+    reader.join(timeout=10)
+    if undelivered := [line for line in later if "not delivered" in line]:
+        raise SystemExit(f"a turn's end did not reach memoryd: {undelivered[0]}")
 
 
 def _everyday(age: Age, runs: int, status: Status) -> None:
@@ -410,7 +458,7 @@ def _everyday(age: Age, runs: int, status: Status) -> None:
             else "bxctl up and the owner's commands, a run to warm the caches"
         )
         age.as_in_use()
-        with _up(age) as up_s:
+        with _up(age) as (up_s, answered_s):
             # First after the start: loopd reads the session from its files.
             started = time.monotonic()
             resumed, _ = age.run("chat", "--session", facts.long_session, "-m", "hi")
@@ -429,6 +477,7 @@ def _everyday(age: Age, runs: int, status: Status) -> None:
             times = {figure: age.run(*argv) for figure, argv in commands.items()}
             if counted:
                 m.add(UP, up_s)
+                m.add(UP_ANSWERED, answered_s)
                 m.add(RESUME, arrived)
                 for figure, (seconds, _) in times.items():
                     m.add(figure, seconds)

@@ -12,8 +12,9 @@ import msgspec
 import sqlean
 import trio
 
+import proto
 from memoryd._index import Index
-from memoryd._store import Sources
+from memoryd._store import CHANGES_KEY, Sources, Writer
 from proto import AssistantRecord, Class, RecallRanking, ToolCall, ToolResultRecord, UserRecord
 
 SESSION = "mm-8ass9mqqqqqqqqqqqqqqqqqqqq"
@@ -60,15 +61,26 @@ def log_path(sessions: Path, session: str = SESSION, epoch: int = 0) -> Path:
 
 
 def append(
-    sessions: Path, records: Iterable[Record], session: str = SESSION, *, epoch: int = 0
+    sessions: Path,
+    records: Iterable[Record],
+    session: str = SESSION,
+    *,
+    epoch: int = 0,
+    by_hand: bool = False,
 ) -> Path:
     """Append records to a session log as loopd does (creating the session's directory)."""
-    return append_bytes(sessions, encode(records), session, epoch=epoch)
+    return append_bytes(sessions, encode(records), session, epoch=epoch, by_hand=by_hand)
 
 
-def append_bytes(sessions: Path, data: bytes, session: str = SESSION, *, epoch: int = 0) -> Path:
+def append_bytes(
+    sessions: Path, data: bytes, session: str = SESSION, *, epoch: int = 0, by_hand: bool = False
+) -> Path:
+    """Append to a log; first, as loopd does, a line of the journal of changes (unless
+    `by_hand`: a log changed by someone else than a writer of logs)."""
     path = log_path(sessions, session, epoch)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not by_hand:
+        proto.note_change(sessions, session)
     with path.open("ab") as f:
         f.write(data)
     return path
@@ -120,8 +132,19 @@ def indexed(path: Path) -> list[tuple[Any, ...]]:
 
 
 def progress(path: Path) -> dict[str, int]:
+    """Each log's count in `progress` (not the journal of changes' place: `place`)."""
     conn = sqlean.connect(os.fspath(path))
     try:
-        return dict(conn.execute("SELECT log, records FROM progress").fetchall())
+        rows = conn.execute("SELECT log, records FROM progress").fetchall()
+    finally:
+        conn.close()
+    return {key: n for key, n in rows if key != CHANGES_KEY}
+
+
+def place(path: Path) -> proto.ChangesPlace | None:
+    """How far the index at `path` has read the journal of changes."""
+    conn = sqlean.connect(os.fspath(path))
+    try:
+        return Writer(conn).place()
     finally:
         conn.close()

@@ -123,6 +123,27 @@ def test_each_session_created_is_a_line_of_the_catalog(short_dir: Path) -> None:
     assert store.list() == [BASELINE.session, later.session]  # the catalog is no session
 
 
+def test_each_record_is_first_a_line_of_the_journal_of_changes(short_dir: Path) -> None:
+    store = SessionStore(short_dir / "sessions")
+    session = store.create(BASELINE.session, BASELINE, "bxctl")
+    start = proto.changes_since(store.root, None).place
+    written: list[bool] = []
+    real_append_line = proto.append_line
+
+    def append_line(path: Path, line: bytes) -> object:
+        journal = proto.changes_since(store.root, start).sessions
+        written.append(
+            journal == frozenset({BASELINE.session})
+        )  # named before the record is written
+        return real_append_line(path, line)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(proto, "append_line", append_line)
+        session.append(UserRecord(time="t1", content="one"))
+    assert written == [True]
+    assert proto.changes_since(store.root, start).sessions == frozenset({BASELINE.session})
+
+
 def _entries(root: Path) -> list[proto.CatalogEntry]:
     read = proto.read_catalog(root)
     return [] if read is None else read.entries

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import socket
+import threading
 
 import inmemory
 import pytest
@@ -13,7 +14,7 @@ import trio
 from approved import signed
 
 import proto
-from memoryd import Memoryd, Settings
+from memoryd import Memoryd, Settings, _index, _service
 from memoryd._files import ensure_private_dir
 from proto import (
     BROKER_MEMORY,
@@ -194,3 +195,42 @@ async def test_an_applied_edit_is_answered_as_applied_when_archive_md_cannot_be_
     )
     assert role.memory.path("memory.md").read_text() == "kept"
     assert "archive.md changed but could not be indexed" in caplog.text
+
+
+async def test_ready_says_the_index_is_caught_up(nursery: trio.Nursery, settings: Settings) -> None:
+    memoryd = Memoryd(settings)
+    memoryd.memory.ensure(settings.soul_starter)
+    with trio.fail_after(CAP_S):
+        status = await memoryd.start(nursery, trio.Event())
+    assert status.endswith("; the recall index is caught up")
+    assert proto.STILL_READING not in status
+
+
+async def test_ready_says_what_is_still_read_and_about_how_long(
+    nursery: trio.Nursery, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first build longer than memoryd waits: `bxctl up` shows what is still read."""
+    settings.sessions_dir.mkdir(mode=0o700, parents=True)
+    for n in range(3):
+        proto.append_to_catalog(
+            settings.sessions_dir, proto.CatalogEntry(session=f"chat-{n:016d}", created="t")
+        )
+    release = threading.Event()
+    real_build = _index.build
+
+    def slow_build(*args: object) -> object:
+        release.wait(CAP_S)  # a home of years being read
+        return real_build(*args)
+
+    monkeypatch.setattr(_index, "build", slow_build)
+    monkeypatch.setattr(_service, "READY_WAIT_S", 0.1)
+    memoryd = Memoryd(settings)
+    memoryd.memory.ensure(settings.soul_starter)
+    try:
+        with trio.fail_after(CAP_S):
+            status = await memoryd.start(nursery, trio.Event())
+    finally:
+        release.set()
+    _, marker, still = status.partition(proto.STILL_READING)
+    assert marker
+    assert still.startswith("the recall index is being built from 3 sessions (about 1 s)")

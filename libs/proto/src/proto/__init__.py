@@ -25,6 +25,12 @@ from ._catalog import append_to_catalog as append_to_catalog
 from ._catalog import complete_catalog as complete_catalog
 from ._catalog import drop_from_catalog as drop_from_catalog
 from ._catalog import read_catalog as read_catalog
+from ._changes import CHANGES_FILE as CHANGES_FILE
+from ._changes import NO_JOURNAL as NO_JOURNAL
+from ._changes import Changes as Changes
+from ._changes import ChangesPlace as ChangesPlace
+from ._changes import changes_since as changes_since
+from ._changes import note_change as note_change
 from ._codec import HEADER_BYTES as HEADER_BYTES
 from ._codec import MAX_FRAME as MAX_FRAME
 from ._codec import FrameReader as FrameReader
@@ -118,6 +124,7 @@ from ._ids import SESSION_ID_PATTERN as SESSION_ID_PATTERN
 from ._ids import BadSessionId as BadSessionId
 from ._ids import SessionId as SessionId
 from ._ids import check_session_id as check_session_id
+from ._ids import is_session_id as is_session_id
 from ._ignorable import DEFAULT_IGNORABLE as DEFAULT_IGNORABLE
 from ._ignorable import DEFAULT_IGNORABLE_UNICODE as DEFAULT_IGNORABLE_UNICODE
 from ._ignorable import is_default_ignorable as is_default_ignorable
@@ -270,6 +277,7 @@ if TYPE_CHECKING:
     from ._forget_part import Keep as Keep
     from ._forget_part import forget_text as forget_text
     from ._main import serve_main as serve_main
+    from ._role import STILL_READING as STILL_READING
     from ._role import SUPERVISOR_FD_ENV as SUPERVISOR_FD_ENV
     from ._role import LogFormatter as LogFormatter
     from ._role import Role as Role
@@ -309,6 +317,7 @@ _LAZY = {
     "forget_text": "_forget_part",
     "serve_main": "_main",
     "LogFormatter": "_role",
+    "STILL_READING": "_role",
     "Role": "_role",
     "SUPERVISOR_FD_ENV": "_role",
     "supervisor_fd": "_role",

@@ -90,7 +90,7 @@ def _each(lines: Iterable[bytes]) -> Iterator[CatalogEntry]:
 
 def append_to_catalog(root: Path, entry: CatalogEntry) -> None:
     """Add a session just created, as one whole line, fsynced (blocking)."""
-    with _locked(root):
+    with sessions_locked(root):
         append_line(root / CATALOG_FILE, _encoder.encode(entry))
 
 
@@ -101,7 +101,7 @@ def complete_catalog(root: Path, missing: Iterable[CatalogEntry]) -> None:
     stays; an entry already there is not written twice. The catalog's modification time
     is then now: a reader takes a sessions/ changed after it as a sign it may be behind.
     """
-    with _locked(root):
+    with sessions_locked(root):
         read = read_catalog(root)
         kept = [] if read is None else read.entries
         known = {entry.session for entry in kept}
@@ -120,7 +120,7 @@ def drop_from_catalog(root: Path, session: str) -> None:
     For a session loopd wrote and then took back whole (its first message was refused
     for the model's context): its folder is gone, and its id may be written again later.
     """
-    with _locked(root):
+    with sessions_locked(root):
         read = read_catalog(root)
         if read is None:
             return
@@ -135,7 +135,7 @@ def _rewrite(path: Path, entries: Iterable[CatalogEntry]) -> None:
 
 
 @contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
+def sessions_locked(root: Path) -> Iterator[None]:
     """sessions/ itself locked (flock) by each append and by a completion.
 
     Not the catalog: a completion replaces it, and an append to the old file would be lost.

@@ -7,7 +7,13 @@ from typing import Annotated
 
 import msgspec
 
-__all__ = ["SESSION_ID_PATTERN", "BadSessionId", "SessionId", "check_session_id"]
+__all__ = [
+    "SESSION_ID_PATTERN",
+    "BadSessionId",
+    "SessionId",
+    "check_session_id",
+    "is_session_id",
+]
 
 SESSION_ID_PATTERN = r"^[a-z]{2,8}-[a-z0-9]{8,64}$"
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
@@ -23,9 +29,14 @@ class BadSessionId(ValueError):
     code = "bad-session-id"
 
 
+def is_session_id(value: str) -> bool:
+    """Whether `value` is a valid session id."""
+    # fullmatch, not match: `$` would accept a trailing newline.
+    return isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None
+
+
 def check_session_id(value: str) -> str:
     """Return `value` if it is a valid session id, else raise `BadSessionId`."""
-    # fullmatch, not match: `$` would accept a trailing newline.
-    if not isinstance(value, str) or _SESSION_ID.fullmatch(value) is None:
+    if not is_session_id(value):
         raise BadSessionId(f"bad session id {value!r}: expected {SESSION_ID_PATTERN}")
     return value

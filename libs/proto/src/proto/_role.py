@@ -25,6 +25,7 @@ from ._home import DEFAULT_DRAIN_S
 from ._render import for_terminal
 
 __all__ = [
+    "STILL_READING",
     "SUPERVISOR_FD_ENV",
     "LogFormatter",
     "Role",
@@ -36,6 +37,10 @@ __all__ = [
     "watch_signals",
     "watch_supervisor",
 ]
+
+STILL_READING = "still reading: "
+"""In a role's READY status: what follows is work it is still doing that the owner will
+notice (memoryd's index being built), which `bxctl up` shows under its banner."""
 
 log = logging.getLogger("proto.role")
 

@@ -61,6 +61,12 @@ Notify = Callable[[str, str], Awaitable[None]]
 """Tells memoryd a forget (session, plan id) rewrote a session's log (`session_updated`)."""
 
 
+def _rewrite(root: Path, session: str, edits: list[proto.FileEdit]) -> list[str]:
+    """Apply `edits` to `session`'s files, said first in the journal of changes (blocking)."""
+    proto.note_change(root, session)
+    return proto.apply_file_edits(root, edits)
+
+
 def session_of(edit: proto.FileEdit) -> str:
     """The session an edit's path (`<id>/<file>`, relative to sessions/) belongs to."""
     return edit.path.split("/", 1)[0]
@@ -215,9 +221,7 @@ class SessionsForget:
                             plan = msgspec.structs.replace(plan, edits=kept, counts=_counts(kept))
                             await keep(plan)
                             edits = fresh
-                    conflicts += await trio.to_thread.run_sync(
-                        proto.apply_file_edits, self.root, edits
-                    )
+                    conflicts += await trio.to_thread.run_sync(_rewrite, self.root, session, edits)
                     self.store.drop(session)
             except SessionBusy:
                 busy.append(session)

@@ -22,7 +22,8 @@ wrote to the log, the session was made again), it is read again from disk. A kep
 is always what a fresh `load` of its files gives.
 
 Each session created is also a line of `sessions/.catalog.jsonl` (`proto._catalog`), which
-bxctl lists and resolves sessions from.
+bxctl lists and resolves sessions from; each record appended is first a line of
+`sessions/.changed` (`proto._changes`), from which memoryd's start learns what changed.
 
 The files' formats and the session's label rule are proto's (`proto._session`), shared
 with memoryd and bxctl.
@@ -188,6 +189,7 @@ class Session:
         assert self.written, "a begun session is written before its first record"
         line = _encoder.encode(record)
         before, self.files = self.files, None
+        proto.note_change(self.directory.parent, self.id)  # memoryd's start reads only these
         written = proto.append_line(self.log_path, line)
         expected = None
         if before is not None and before[1] is not None:

@@ -6,9 +6,10 @@ frequent terms' counts and best scores, and the identity (inode, size, mtime) of
 index file and its WAL as they were left. The next start takes the file (reads it and
 removes it, before the index is opened): when the index and its WAL are still exactly
 what was left, the start skips `PRAGMA quick_check`, loads the statistics instead of
-scanning every row for them, and reads only the logs whose size or inode changed.
-Anything else (no file, a file that does not decode, an index touched since) means the
-stop was not clean or the index was changed by someone else: the full check runs.
+scanning every row for them, and continues each log's cursor (the logs it reads are
+those the journal of changes names, after a clean stop or not). Anything else (no file,
+a file that does not decode, an index touched since) means the stop was not clean or the
+index was changed by someone else: the full check runs, after the catch-up.
 
 The file is removed before the index is opened, so a memoryd that dies at any later
 point leaves no mark behind to vouch for a file it was writing. A forget rewrites rows
@@ -139,10 +140,14 @@ def take(index: Path) -> CleanStop | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        log.info("%s was not stopped cleanly (no %s); checking it whole", index, path.name)
+        log.info(
+            "%s was not stopped cleanly (no %s); checking it whole after the catch-up",
+            index,
+            path.name,
+        )
         return None
     except OSError as exc:
-        log.warning("cannot read %s: %s; checking the index whole", path, exc)
+        log.warning("cannot read %s: %s; checking the index whole after the catch-up", path, exc)
         data = None
     try:
         path.unlink()
@@ -154,12 +159,15 @@ def take(index: Path) -> CleanStop | None:
     try:
         stop = _decoder.decode(data)
     except msgspec.DecodeError as exc:  # ValidationError is one
-        log.warning("%s cannot be decoded (%s); checking the index whole", path, exc)
+        log.warning(
+            "%s cannot be decoded (%s); checking the index whole after the catch-up", path, exc
+        )
         return None
     found = (mark_of(index), mark_of(wal_of(index)))
     if found != (stop.index, stop.wal):
         log.warning(
-            "%s changed since memoryd stopped (now %s, then %s); checking it whole",
+            "%s changed since memoryd stopped (now %s, then %s); checking it whole after the "
+            "catch-up",
             index,
             found,
             (stop.index, stop.wal),

@@ -46,7 +46,7 @@ import trio
 import proto
 from proto import RecallRanking
 
-from ._clean import CleanStop, LogMark, mark_of, save, take, wal_of
+from ._clean import CleanStop, LogMark, mark_of, remove, save, take, wal_of
 from ._index_files import READERS, RUNBOOK, Files, IndexUnavailable
 from ._index_forget import Forgetting, IndexForget
 from ._index_ingest import Ingest
@@ -94,6 +94,8 @@ class Index:
         self.forget = IndexForget(self.files, self.statistics, self.ingest)
         self.path = self.files.path
         self.sources = sources
+        self.building = trio.Event()
+        """Set when the start found no usable index and builds one (`caught_up` after)."""
         self.settled = trio.Event()
         """Set once a failed read or write has been settled: the file checked whole, and
         rebuilt if it was damaged."""
@@ -150,8 +152,9 @@ class Index:
         """
         async with trio.open_nursery() as nursery:
             started = trio.current_time()
-            opened = await trio.to_thread.run_sync(self._open_existing)
+            opened, clean = await trio.to_thread.run_sync(self._open_existing)
             nursery.start_soon(self._settle_doubt)
+            nursery.start_soon(self.ingest.sweep)
             if self.spec_engine:
                 nursery.start_soon(self.searcher.check_engine)
             else:
@@ -169,6 +172,7 @@ class Index:
                     log.error("cannot catch up %s: %s (runbook: %s)", self.path, exc, RUNBOOK)
                     self.files.doubt()
             else:
+                self.building.set()
                 try:
                     await self.rebuild()
                 except (OSError, IndexDamaged) as exc:
@@ -181,6 +185,8 @@ class Index:
                 "the index is caught up with every log, %.2f s after its start",
                 trio.current_time() - started,
             )
+            if opened and not clean:
+                nursery.start_soon(self._after_crash)
             if self.spec_engine:
                 nursery.start_soon(self.statistics.keep)
             await shutdown.wait()
@@ -209,16 +215,69 @@ class Index:
         except OSError as exc:
             log.warning("cannot record the clean stop of %s: %s", self.path, exc)
 
-    def _open_existing(self) -> bool:
-        clean = take(self.path)  # before the file is opened: a crash from now on leaves no mark
+    def _open_existing(self) -> tuple[bool, bool]:
+        """Open the file: whether it was (else it is built), and whether it was left cleanly.
+
+        After an unclean stop the whole check (`PRAGMA quick_check`: seconds on an old
+        home) runs after the catch-up (`_after_crash`), not before it: the first turn
+        does not wait on it, and no clean stop vouches for the file until it has passed.
+        """
         if not self.path.exists():
+            remove(self.path)  # a mark of no file vouches for nothing
             log.info("no index at %s; building it from the session logs", self.path)
-            return False
-        if not self.files.open(thorough=clean is None):
-            return False
-        if clean is not None:
+            return False, False
+        clean = take(self.path)  # before the file is opened: a crash from now on leaves no mark
+        if not self.files.open(thorough=False):
+            return False, False
+        if clean is None:
+            self.files.vouched = False
+        else:
             self._restore(clean)
-        return True
+        return True, clean is not None
+
+    async def _after_crash(self) -> None:
+        """After an unclean stop, out of the way: the whole check, then every log looked at.
+
+        The check may find the file damaged (it is rebuilt); a log's last records may be
+        missing from the journal of changes (a power cut takes its unsynced lines).
+        """
+        started = trio.current_time()
+        stop = threading.Event()
+        found: list[IndexDamaged] = []
+
+        def check(conn: Connection) -> None:
+            conn.set_progress_handler(stop.is_set, 10_000)  # a stop interrupts it
+            try:
+                _check_whole(conn, self.sources.ranking)
+            except IndexDamaged as exc:
+                if not stop.is_set():  # else interrupted by a stop: not a finding
+                    found.append(exc)
+            finally:
+                conn.set_progress_handler(None, 0)
+
+        async def stop_when_cancelled() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                stop.set()
+
+        async with self.files.reading() as conn, trio.open_nursery() as nursery:
+            nursery.start_soon(stop_when_cancelled)
+            await trio.to_thread.run_sync(check, conn)  # waits for the thread: it holds conn
+            nursery.cancel_scope.cancel()
+        if found:
+            self.files.vouched = False
+            await self._rebuild_damaged(found[0])
+            return
+        self.files.checked_whole = True
+        if not self.files.doubted.is_set():
+            self.files.vouched = True
+        log.info(
+            "checked %s whole after an unclean stop in %.1f s",
+            self.path,
+            trio.current_time() - started,
+        )
+        self.ingest.want_sweep()
 
     def _restore(self, clean: CleanStop) -> None:
         """Take up where the clean stop left: cursors, term counts, best scores."""
@@ -250,13 +309,16 @@ class Index:
             async with self.files.reading() as conn:
                 await trio.to_thread.run_sync(_check_whole, conn, self.sources.ranking)
         except IndexDamaged as exc:
-            log.error("%s is damaged (%s); rebuilding it (runbook: %s)", self.path, exc, RUNBOOK)
-            try:
-                await self.rebuild()
-            except (OSError, IndexDamaged) as again:
-                log.error("cannot build %s: %s (runbook: %s)", self.path, again, RUNBOOK)
+            await self._rebuild_damaged(exc)
         else:
             self.files.checked_whole = True
+
+    async def _rebuild_damaged(self, damage: IndexDamaged) -> None:
+        log.error("%s is damaged (%s); rebuilding it (runbook: %s)", self.path, damage, RUNBOOK)
+        try:
+            await self.rebuild()
+        except (OSError, IndexDamaged) as again:
+            log.error("cannot build %s: %s (runbook: %s)", self.path, again, RUNBOOK)
 
     # -- rebuilding --------------------------------------------------------------------
 

@@ -7,6 +7,16 @@ file that has been replaced since (loopd rewrites a log for a forget) is not tru
 the log is walked again by record count, and its rows are made again from it where they
 differ (`_resync`), as they are when loopd says it rewrote the log.
 
+What changed while memoryd did not hear of it is found in the journal of changes
+(`sessions/.changed`, `proto.changes_since`), which every writer of a log appends to
+first: the file keeps how far it is read (`Writer.place`), and the start-up catch-up
+reads the sessions named after that place, and nothing else, however old the home. Each
+finished turn moves the place on, so that after a crash the catch-up is as short. When
+the journal cannot say (it was started anew, the file never read it), every log is
+looked at instead (`_pending`): in the catch-up at start; out of the way (`sweep`) when
+found while serving, and after every unclean stop, whose last journal lines a power cut
+may have taken.
+
 Rules: every write is under `Files.write_lock`, in a worker thread; a forget drops
 every cursor (`lose_places`) and notes where its rows stood (`forgot`), a rebuild's swap
 hands over the new file's cursors (`restart`).
@@ -16,11 +26,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from typing import TypeVar
 
 import sqlean
 import trio
+
+import proto
+from proto import ChangesPlace
 
 from ._index_files import Files
 from ._index_stats import Statistics
@@ -50,11 +63,17 @@ class Ingest:
         self._forgot_from: dict[str, int] = {}
         """Per forget applied here in this run, the first rowid after its rows were put back."""
         self._archive_size: int | None = None
+        self.place: ChangesPlace | None = None
+        """How far the journal of changes is read, every session it named indexed, as the
+        file keeps it; None until the catch-up has read it, or while a sweep stands in."""
+        self._sweep = trio.Event()
+        """Set when every log must be looked at (`sweep`)."""
 
     def restart(self, cursors: dict[str, Cursor]) -> None:
         """A new file: take up from `cursors` (a rebuild's, or a clean stop's)."""
         self.cursors = dict(cursors)
         self._archive_size = None
+        self.place = None
 
     def forgot(self, plan: str, first: int) -> None:
         """Forget `plan`'s rows were put back here; rowids from `first` came after them."""
@@ -82,9 +101,37 @@ class Ingest:
             try:
                 since = None if rewritten is None else self._forgot_from.get(rewritten, 0)
                 await trio.to_thread.run_sync(self._index_session, session, since)
+                following = self.files.caught_up.is_set() and self.place is not None
+                if following and not await trio.to_thread.run_sync(self._follow, session):
+                    self.want_sweep()
             except IndexDamaged:
                 self.files.doubt()
                 raise
+
+    def _follow(self, indexed: str) -> bool:
+        """Move the place on: index what the journal names since it (`indexed` is done).
+
+        Usually the journal names only the turn's own session. False when it cannot say
+        (started anew since): the place stays unknown until a sweep has looked at every log.
+        """
+        assert self.place is not None
+        changes = proto.changes_since(self.files.sources.sessions_dir, self.place)
+        if changes.sessions is None:
+            log.info("the journal of changes was started anew; every log will be looked at")
+            self.place = None
+            return False
+        for session in sorted(changes.sessions - {indexed}):
+            self._index_session(session)
+        self._keep_place(changes.place)
+        return True
+
+    def _keep_place(self, place: ChangesPlace) -> None:
+        if place != self.place:
+            try:
+                self.files.writing().keep_place(place)
+            except sqlean.Error as exc:
+                raise IndexDamaged(f"cannot write to {self.files.path}: {exc}") from exc
+        self.place = place
 
     def _index_session(self, session: str, resync_from: int | None = None) -> None:
         """Index what `session`'s logs gained; first make its rows from `resync_from` again."""
@@ -94,6 +141,12 @@ class Ingest:
         if not logs:
             log.info("session %s has no logs under %s", session, sources.sessions_dir)
             return
+        if resync_from is None and any(
+            not cursor.still(found.path)
+            for found in logs
+            if (cursor := self.cursors.get(found.key)) is not None
+        ):
+            resync_from = 0  # rewritten (a forget) since it was read; which one is not known
         if resync_from is not None:
             self._resync(writer, session, logs, resync_from)
         try:
@@ -151,23 +204,83 @@ class Ingest:
             self.cursors.pop(found.key, None)
 
     async def catch_up(self) -> int:
-        """Index what every log gained since it was last read; return the sessions read."""
+        """Index what the logs gained since they were last read; return the sessions read.
+
+        The sessions the journal of changes names since the file's place; every log looked
+        at when it cannot say. A turn that ends meanwhile is indexed at once, between two
+        of these sessions (`session_updated`).
+        """
         if not self.files.ready.is_set():
             return 0
+        async with self.files.write_lock:
+            place = await trio.to_thread.run_sync(self._stored_place)
+        sessions_dir = self.files.sources.sessions_dir
+        changes = await trio.to_thread.run_sync(proto.changes_since, sessions_dir, place)
+        pending: Set[str] | None = changes.sessions
+        if pending is None:
+            log.info(
+                "the journal of changes cannot say what changed since the index read it "
+                "(%s); looking at every log",
+                "the index never read it" if place is None else "it was started anew",
+            )
+            pending = await self._look_at_every_log()
+        for session in sorted(pending):
+            async with self.files.write_lock:
+                await trio.to_thread.run_sync(self._index_session, session)
+        async with self.files.write_lock:
+            await trio.to_thread.run_sync(self._keep_place, changes.place)
+        if pending:
+            log.info("caught up %d session(s) with their logs", len(pending))
+        await self.archive_changed()
+        return len(pending)
+
+    def want_sweep(self) -> None:
+        """Have every log looked at, out of the way (`sweep`)."""
+        self._sweep.set()
+
+    async def sweep(self) -> None:
+        """Look at every log whenever asked (`want_sweep`), in the background; forever.
+
+        The journal's place at the start of a look stands for it: every log written
+        before it is looked at. Progress and findings are logged.
+        """
+        while True:
+            await self._sweep.wait()
+            self._sweep = trio.Event()
+            if not self.files.ready.is_set():
+                continue
+            started = trio.current_time()
+            sessions_dir = self.files.sources.sessions_dir
+            place = (await trio.to_thread.run_sync(proto.changes_since, sessions_dir, None)).place
+            log.info("looking at every session log, in the background")
+            pending = await self._look_at_every_log()
+            for session in sorted(pending):
+                async with self.files.write_lock:
+                    await trio.to_thread.run_sync(self._index_session, session)
+            async with self.files.write_lock:
+                if self.place is None:
+                    await trio.to_thread.run_sync(self._keep_place, place)
+            log.info(
+                "looked at every session log in %.1f s: %d session(s) had records not indexed",
+                trio.current_time() - started,
+                len(pending),
+            )
+
+    def _stored_place(self) -> ChangesPlace | None:
+        try:
+            return self.files.writing().place()
+        except sqlean.Error as exc:
+            raise IndexDamaged(f"cannot read {self.files.path}: {exc}") from exc
+
+    async def _look_at_every_log(self) -> set[str]:
+        """The sessions whose logs gained records; every unread log's place kept."""
         async with self.files.write_lock:
             indexed = await trio.to_thread.run_sync(self._all_progress)
         pending, places = await trio.to_thread.run_sync(self._pending, indexed)
         async with self.files.write_lock:  # a turn indexed meanwhile keeps its own cursor
             for key, place in places.items():
                 self.cursors.setdefault(key, place)
-        for session, rewritten in pending.items():
-            async with self.files.write_lock:
-                since = 0 if rewritten else None  # which forget is not known: every row
-                await trio.to_thread.run_sync(self._index_session, session, since)
-        if pending:
-            log.info("caught up %d session(s) with their logs", len(pending))
-        await self.archive_changed()
-        return len(pending)
+        return pending
 
     def _all_progress(self) -> dict[str, int]:
         try:
@@ -175,28 +288,25 @@ class Ingest:
         except sqlean.Error as exc:
             raise IndexDamaged(f"cannot read {self.files.path}: {exc}") from exc
 
-    def _pending(self, indexed: dict[str, int]) -> tuple[dict[str, bool], dict[str, Cursor]]:
-        """The sessions whose logs grew (each: was one rewritten?), and unread logs' places.
+    def _pending(self, indexed: dict[str, int]) -> tuple[set[str], dict[str, Cursor]]:
+        """The sessions whose logs changed, and unread logs' places.
 
-        The first maps each session whose logs grew to whether one was rewritten (a
-        forget); the second gives the place of each log without a cursor that did not grow.
-
-        A log without a cursor (after an unclean stop) is counted; when it holds what is
-        indexed, its place (records, bytes, inode) becomes its cursor, label unknown, so
-        that the next clean stop keeps it and the start after reads no log at all.
+        A log with a cursor changed when it grew or was rewritten (`_index_session` makes
+        a rewritten log's rows again). A log without a cursor (after an unclean stop) is
+        counted; when it holds what is indexed, its place (records, bytes, inode) becomes
+        its cursor, label unknown, so that the next clean stop keeps it.
         """
-        pending: dict[str, bool] = {}
+        pending: set[str] = set()
         places: dict[str, Cursor] = {}
         for found in list_logs(self.files.sources.sessions_dir):
-            if pending.get(found.session):
+            if found.session in pending:
                 continue
             cursor = self.cursors.get(found.key)
             try:
-                if cursor is not None and not cursor.still(found.path):
-                    pending[found.session] = True  # rewritten: its rows are made again
-                    continue
                 if cursor is not None:
-                    grown = found.path.stat().st_size > cursor.offset
+                    grown = (
+                        not cursor.still(found.path) or found.path.stat().st_size > cursor.offset
+                    )
                 else:
                     inode = os.stat(found.path).st_ino
                     records, offset = log_place(found.path)
@@ -210,7 +320,7 @@ class Ingest:
                 log.warning("cannot read %s: %s; skipped it", found.path, exc)
                 continue
             if grown:
-                pending.setdefault(found.session, False)
+                pending.add(found.session)
         return pending, places
 
     async def archive_changed(self) -> None:

@@ -3,7 +3,8 @@
 `{home}/index/memory.sqlite3` holds the spec's schema and nothing else: `hits` (FTS5, the
 text; for the context ranking, stemmed, with the message each row follows beside it),
 `sources` (where each row came from, and its label) and `progress` (how many
-records of each session log are read; `archive.md`'s row counts archive entries). It is
+records of each session log are read; `archive.md`'s row counts archive entries, and
+`CHANGES_KEY`'s how far the journal of changes is read). It is
 opened in WAL mode with `synchronous=NORMAL`, autocommit off (`isolation_level=None`)
 and explicit transactions. A connection is used by one thread at a time; the caller
 guarantees it.
@@ -28,7 +29,8 @@ from typing import Any
 import msgspec
 import sqlean
 
-from proto import Class, FunctionWordsLanguage, Label, RecallRanking
+import proto
+from proto import ChangesPlace, Class, FunctionWordsLanguage, Label, RecallRanking
 
 from ._logs import (
     ARCHIVE_LOG,
@@ -42,6 +44,7 @@ from ._logs import (
 from .ranking import averages
 
 __all__ = [
+    "CHANGES_KEY",
     "CONTEXT_HITS",
     "INDEX_FILE",
     "SCHEMA",
@@ -76,6 +79,11 @@ CONTEXT_HITS = "CREATE VIRTUAL TABLE hits USING fts5(text, context, tokenize = '
 row's text and the message it follows (`Row.context`), stemmed; the other two tables are
 the spec's."""
 _TABLES = ("hits", "sources", "progress")
+CHANGES_KEY = ""
+"""`progress`'s row for the journal of changes (`proto.changes_since`): the empty key (no
+log's), its count the journal's id (as a number) times 2**32 plus the bytes of it read,
+every session named before them indexed. A number, not text: a forget's check after looks
+for the text in the file's bytes, and a word of ours there would look like the owner's."""
 _SUFFIXES = ("", "-journal", "-wal", "-shm")
 
 Connection = Any
@@ -223,6 +231,26 @@ class Writer:
     def all_progress(self) -> dict[str, int]:
         """Every log's count."""
         return {k: int(v) for k, v in self.conn.execute("SELECT log, records FROM progress")}
+
+    def place(self) -> ChangesPlace | None:
+        """How far the journal of changes is read (None: this file never read it)."""
+        row = self.conn.execute(
+            "SELECT records FROM progress WHERE log = ?", (CHANGES_KEY,)
+        ).fetchone()
+        if row is None:
+            return None
+        journal, offset = divmod(int(row[0]), 2**32)
+        return ChangesPlace(journal=f"{journal:08x}" if journal else "", offset=offset)
+
+    def keep_place(self, place: ChangesPlace) -> None:
+        """Record how far the journal of changes is read (every session before it indexed)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            _keep_place(self.conn, place)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            roll_back(self.conn)
+            raise
 
     def add(self, rows: list[Row], progress: dict[str, int]) -> None:
         """Insert `rows` and set `progress`, in one transaction."""
@@ -482,6 +510,8 @@ def _fill(conn: Connection, target: Path, sources: Sources, stop: threading.Even
     conn.execute("BEGIN")
     cursors: dict[str, Cursor] = {}
     counts: dict[str, int] = {}
+    # Before the logs are listed: a log written from here on is named after this place.
+    place = proto.changes_since(sources.sessions_dir, None).place
     logs = list_logs(sources.sessions_dir)
     next_rowid = 1
     by_session: dict[str, list[SessionLog]] = {}
@@ -500,5 +530,16 @@ def _fill(conn: Connection, target: Path, sources: Sources, stop: threading.Even
     _insert(conn, archive, next_rowid, sources.ranking)
     counts[ARCHIVE_LOG] = archive_count
     conn.executemany("INSERT INTO progress (log, records) VALUES (?, ?)", counts.items())
+    _keep_place(conn, place)
     conn.execute("COMMIT")
     return Built(target, len(logs), records, archive_count, cursors)
+
+
+def _keep_place(conn: Connection, place: ChangesPlace) -> None:
+    """`place` as `progress`'s `CHANGES_KEY` row (inside the caller's transaction)."""
+    journal = int(place.journal, 16) if place.journal else 0
+    conn.execute(
+        "INSERT INTO progress (log, records) VALUES (?, ?) "
+        "ON CONFLICT (log) DO UPDATE SET records = excluded.records",
+        (CHANGES_KEY, journal * 2**32 + place.offset),
+    )

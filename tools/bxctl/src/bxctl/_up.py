@@ -79,6 +79,8 @@ class _Child:
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=50))
     exited: trio.Event = field(default_factory=trio.Event)
     stop_deadline_s: float = proto.DEFAULT_DRAIN_S + STOP_MARGIN_S
+    status: str = ""
+    """What it said with READY=1 (`STATUS=`)."""
 
     def why(self) -> str:
         """Why it ended: the signal that killed it, else its last error line, else its end."""
@@ -126,8 +128,11 @@ async def _wait_ready(child: _Child, notify: trio.socket.SocketType) -> None:
 
         race.start_soon(died)
         while True:
-            data = await notify.recv(4096)
-            if b"READY=1" in data.split(b"\n"):
+            lines = (await notify.recv(4096)).split(b"\n")
+            if b"READY=1" in lines:
+                for line in lines:
+                    if line.startswith(b"STATUS="):
+                        child.status = line.removeprefix(b"STATUS=").decode(errors="replace")
                 race.cancel_scope.cancel()
                 return
 
@@ -337,6 +342,12 @@ def _banner(home: Path) -> str:
     return "\n".join(rows)
 
 
+def _still_reading(child: _Child) -> str:
+    """What `child` said it was still reading when it was ready (`proto.STILL_READING`)."""
+    _, marker, still = child.status.partition(proto.STILL_READING)
+    return inline(still) if marker else ""
+
+
 def _served(home: Path) -> Path | None:
     """A socket of the home that a live process answers on, if any (blocking, brief)."""
     for spec in proto.SOCKETS:
@@ -419,6 +430,10 @@ async def up(home: Path, *, on_ready: trio.Event | None = None) -> int:
                     nursery.cancel_scope.cancel()
                     raise
                 print(_banner(home), file=sys.stderr, flush=True)
+                for child in children:
+                    still = _still_reading(child)
+                    if still:
+                        print(f"{child.role} is still reading: {still}", file=sys.stderr)
                 hint = await model_hint(home)
                 if hint:
                     print(f"bxctl: note: {inline(hint)}", file=sys.stderr, flush=True)
