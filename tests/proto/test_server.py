@@ -80,6 +80,7 @@ async def test_round_trip_and_modes(nursery: trio.Nursery, short_dir: Path) -> N
         reply = await proto.call(path, MemoryBlock(), MemoryBlockReply)
     assert reply.text == f"hello uid {os.geteuid()}"
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((short_dir / "run").stat().st_mode) == 0o700, "run/ made too: private"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_ISSOCK(path.stat().st_mode)
 

@@ -78,15 +78,22 @@ def socket_answers(path: Path) -> bool:
 
 
 def _make_private_dir(directory: Path) -> int:
-    """Create the socket's directory at 0700; an existing one is used as it is.
+    """Create the socket's directory, and each missing folder above it, at 0700.
 
-    An existing directory is never chmodded: it may be shared (a socket configured
-    straight into /tmp must not make /tmp private), or made by the installer for a peer
-    that runs as another user (group access, docs/install.md). The peer's uid is checked,
-    so a looser directory is logged, not fatal. Returns the directory's mode.
+    A home's `run/` is one of those. An existing directory is never chmodded: it may be
+    shared (a socket configured straight into /tmp must not make /tmp private), or made
+    by the installer for a peer that runs as another user (group access,
+    docs/install.md). The peer's uid is checked, so a looser directory is logged, not
+    fatal. Returns the directory's mode.
     """
-    with contextlib.suppress(FileExistsError):
-        directory.mkdir(mode=0o700, parents=True)
+    missing = []
+    folder = directory
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
     st = directory.stat()
     if not stat.S_ISDIR(st.st_mode):
         raise SocketPathError(f"{directory} is not a directory")
