@@ -1,7 +1,7 @@
-"""memoryd on a home in this process, without its sockets: for benchmarks and tests.
+"""memoryd on a home in this process, without its sockets: for tests.
 
-`bench/forget.py` runs a forget's look, prepare and apply on a home this way, timing each
-step, the same code the broker socket runs.
+The forget tests (`tests/memoryd/test_forget.py`, `tests/test_forget_rule.py`) run a
+forget's look, prepare and apply on a home this way, the same code the broker socket runs.
 """
 
 from __future__ import annotations
