@@ -149,7 +149,7 @@ async def test_session_updated_during_the_build_answers_at_once(short_dir: Path)
 
 
 @pytest.mark.parametrize("ranking", ["context", "spec"])
-async def test_after_a_crash_one_start_and_a_clean_stop_bring_every_logs_place_back(
+async def test_after_a_crash_a_start_and_a_clean_stop_the_next_start_reads_only_what_changed(
     short_dir: Path,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,

@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import threading
+from typing import Any
 
 import inmemory
 import pytest
@@ -14,7 +15,7 @@ import trio
 from approved import signed
 
 import proto
-from memoryd import Memoryd, Settings, _index, _service
+from memoryd import Memoryd, Settings, _index, _service, _store
 from memoryd._files import ensure_private_dir
 from proto import (
     BROKER_MEMORY,
@@ -216,9 +217,9 @@ async def test_ready_says_what_is_still_read_and_about_how_long(
             settings.sessions_dir, proto.CatalogEntry(session=f"chat-{n:016d}", created="t")
         )
     release = threading.Event()
-    real_build = _index.build
+    real_build = _store.build
 
-    def slow_build(*args: object) -> object:
+    def slow_build(*args: Any) -> Any:
         release.wait(CAP_S)  # a home of years being read
         return real_build(*args)
 

@@ -1,20 +1,19 @@
 """What memoryd knew about its index at a clean stop, so that the next start trusts it.
 
 At a clean stop, once every connection is closed, `{home}/index/memory.clean` records
-each log's cursor (records, bytes and label as indexed, and the file's inode), the
-frequent terms' counts and best scores, and the identity (inode, size, mtime) of the
+the frequent terms' counts and best scores, and the identity (inode, size, mtime) of the
 index file and its WAL as they were left. The next start takes the file (reads it and
 removes it, before the index is opened): when the index and its WAL are still exactly
-what was left, the start skips `PRAGMA quick_check`, loads the statistics instead of
-scanning every row for them, and continues each log's cursor (the logs it reads are
-those the journal of changes names, after a clean stop or not). Anything else (no file,
-a file that does not decode, an index touched since) means the stop was not clean or the
-index was changed by someone else: the full check runs, after the catch-up.
+what was left, the start skips `PRAGMA quick_check` and loads the statistics instead of
+scanning every row for them. Anything else (no file, a file that does not decode, an
+index touched since) means the stop was not clean or the index was changed by someone
+else: the full check runs, after the catch-up. No log's place is kept here: what the
+logs gained is what the journal of changes names (`_index_ingest`), whatever the stop.
 
 The file is removed before the index is opened, so a memoryd that dies at any later
 point leaves no mark behind to vouch for a file it was writing. A forget rewrites rows
-and logs while memoryd runs; it drops the cursors and statistics it invalidates (the
-next stop records only what is known again).
+and logs while memoryd runs; it drops the statistics it invalidates (the next stop
+records only what is known again).
 """
 
 from __future__ import annotations
@@ -26,12 +25,10 @@ from pathlib import Path
 import msgspec
 
 import proto
-from proto import Label
 
-from ._logs import Cursor
 from .ranking import Frontier
 
-__all__ = ["CLEAN_FILE", "CleanStop", "FileMark", "LogMark", "VocabularyMark", "mark_of", "take"]
+__all__ = ["CLEAN_FILE", "CleanStop", "FileMark", "VocabularyMark", "mark_of", "take"]
 
 log = logging.getLogger("memoryd.index")
 
@@ -44,38 +41,6 @@ class FileMark(msgspec.Struct, frozen=True, kw_only=True):
     inode: int
     size: int
     mtime_ns: int
-
-
-class LogMark(msgspec.Struct, frozen=True, kw_only=True):
-    """One log's cursor as indexed: `key` is its name in `progress`."""
-
-    key: str
-    records: int
-    offset: int
-    label: Label | None
-    """None for a place found by counting lines (the label after them not known)."""
-    inode: int
-
-    @classmethod
-    def of(cls, key: str, cursor: Cursor) -> LogMark:
-        """The mark of `cursor`."""
-        return cls(
-            key=key,
-            records=cursor.records,
-            offset=cursor.offset,
-            label=cursor.label,
-            inode=cursor.inode,
-        )
-
-    def cursor(self) -> Cursor:
-        """The cursor again, without the last message (a clean stop keeps no text)."""
-        return Cursor(
-            records=self.records,
-            offset=self.offset,
-            label=self.label,
-            inode=self.inode,
-            said=None,
-        )
 
 
 class VocabularyMark(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,13 +63,8 @@ class CleanStop(msgspec.Struct, frozen=True, kw_only=True):
 
     index: FileMark
     wal: FileMark | None
-    logs: list[LogMark]
     vocabulary: VocabularyMark | None
     bounds: BoundsMark | None
-
-    def cursors(self) -> dict[str, Cursor]:
-        """The logs' cursors, by key."""
-        return {mark.key: mark.cursor() for mark in self.logs}
 
 
 _encoder = msgspec.msgpack.Encoder()

@@ -46,7 +46,7 @@ import trio
 import proto
 from proto import RecallRanking
 
-from ._clean import CleanStop, LogMark, mark_of, remove, save, take, wal_of
+from ._clean import CleanStop, mark_of, remove, save, take, wal_of
 from ._index_files import READERS, RUNBOOK, Files, IndexUnavailable
 from ._index_forget import Forgetting, IndexForget
 from ._index_ingest import Ingest
@@ -206,7 +206,6 @@ class Index:
         stop = CleanStop(
             index=index,
             wal=mark_of(wal_of(self.path)),
-            logs=[LogMark.of(key, cursor) for key, cursor in self.ingest.cursors.items()],
             vocabulary=vocabulary,
             bounds=bounds,
         )
@@ -280,14 +279,9 @@ class Index:
         self.ingest.want_sweep()
 
     def _restore(self, clean: CleanStop) -> None:
-        """Take up where the clean stop left: cursors, term counts, best scores."""
-        self.ingest.restart(clean.cursors())
+        """Take up where the clean stop left: term counts, best scores."""
         self.statistics.restore(clean)
-        log.info(
-            "%s was stopped cleanly: its check skipped, %d logs' places kept",
-            self.path,
-            len(clean.logs),
-        )
+        log.info("%s was stopped cleanly: its check skipped", self.path)
 
     async def _settle_doubt(self) -> None:
         """Once a read or write failed, check the file whole (once); rebuild it if damaged.

@@ -25,7 +25,6 @@ hands over the new file's cursors (`restart`).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Set
 from typing import TypeVar
 
@@ -273,14 +272,11 @@ class Ingest:
             raise IndexDamaged(f"cannot read {self.files.path}: {exc}") from exc
 
     async def _look_at_every_log(self) -> set[str]:
-        """The sessions whose logs gained records; every unread log's place kept."""
+        """The sessions whose logs changed since they were indexed (none is read here)."""
         async with self.files.write_lock:
             indexed = await trio.to_thread.run_sync(self._all_progress)
-        pending, places = await trio.to_thread.run_sync(self._pending, indexed)
-        async with self.files.write_lock:  # a turn indexed meanwhile keeps its own cursor
-            for key, place in places.items():
-                self.cursors.setdefault(key, place)
-        return pending
+            cursors = dict(self.cursors)
+        return await trio.to_thread.run_sync(self._pending, indexed, cursors)
 
     def _all_progress(self) -> dict[str, int]:
         try:
@@ -288,40 +284,31 @@ class Ingest:
         except sqlean.Error as exc:
             raise IndexDamaged(f"cannot read {self.files.path}: {exc}") from exc
 
-    def _pending(self, indexed: dict[str, int]) -> tuple[set[str], dict[str, Cursor]]:
-        """The sessions whose logs changed, and unread logs' places.
+    def _pending(self, indexed: dict[str, int], cursors: dict[str, Cursor]) -> set[str]:
+        """The sessions whose logs changed since they were indexed.
 
-        A log with a cursor changed when it grew or was rewritten (`_index_session` makes
-        a rewritten log's rows again). A log without a cursor (after an unclean stop) is
-        counted; when it holds what is indexed, its place (records, bytes, inode) becomes
-        its cursor, label unknown, so that the next clean stop keeps it.
+        A log with a cursor changed when it grew or was rewritten; one without (after an
+        unclean stop, or not read in this run) when it holds more lines than `progress`
+        counts.
         """
         pending: set[str] = set()
-        places: dict[str, Cursor] = {}
         for found in list_logs(self.files.sources.sessions_dir):
             if found.session in pending:
                 continue
-            cursor = self.cursors.get(found.key)
+            cursor = cursors.get(found.key)
             try:
                 if cursor is not None:
-                    grown = (
+                    changed = (
                         not cursor.still(found.path) or found.path.stat().st_size > cursor.offset
                     )
                 else:
-                    inode = os.stat(found.path).st_ino
-                    records, offset = log_place(found.path)
-                    done = indexed.get(found.key, 0)
-                    grown = records > done
-                    if records == done:
-                        places[found.key] = Cursor(
-                            records=records, offset=offset, label=None, inode=inode, said=None
-                        )
+                    changed = log_place(found.path)[0] > indexed.get(found.key, 0)
             except OSError as exc:
                 log.warning("cannot read %s: %s; skipped it", found.path, exc)
                 continue
-            if grown:
+            if changed:
                 pending.add(found.session)
-        return pending, places
+        return pending
 
     async def archive_changed(self) -> None:
         """Index archive.md's new entries (all of them again if it shrank: a hand edit)."""

@@ -101,14 +101,13 @@ class Cursor:
 
     records: int
     offset: int
-    label: Label | None
-    """The label after the records read; None when not known (a place found by counting
-    a log's lines after an unclean stop): the log is then read again from its start."""
+    label: Label
+    """The label after the records read."""
     inode: int = 0
-    said: str | None = ""
+    said: str = ""
     """The last message (the owner's or the assistant's) indexed before this point: the
-    context of the next one. None when not known (a cursor taken up from a clean stop,
-    which keeps no text): the log is then read again from its start."""
+    context of the next one. Kept in memory only (a cursor is never saved: it holds
+    text), so a log first read in a run is read from its start."""
 
     def still(self, path: Path) -> bool:
         """Whether this cursor still points into `path` (the same file, not a rewrite)."""
@@ -222,10 +221,8 @@ def read_log(
         inode = os.stat(found.path).st_ino  # before the read: a rewrite after it shows next time
     except FileNotFoundError:
         inode = 0
-    if start.label is None:
-        raise ValueError(f"{found.path}: a read cannot start where the label is not known")
     label, record, offset = start.label, start.records, start.offset
-    said = start.said or ""
+    said = start.said
     bad: list[proto.Line[SessionRecord]] = []
     for line in SESSION_LOG.lines(found.path, offset=start.offset, number=start.records + 1):
         record, offset = line.number, line.end

@@ -428,13 +428,8 @@ def session_rows(
     for found in logs:
         done = indexed.get(found.key, 0)
         start = cursors.get(found.key)
-        if (
-            start is None
-            or start.said is None
-            or start.label is None
-            or not start.still(found.path)
-        ):
-            # None yet, taken up from a clean stop, a counted place, or the log was rewritten.
+        if start is None or not start.still(found.path):
+            # Not read yet in this run, or the log was rewritten: walked from its start.
             start = Cursor(records=0, offset=0, label=carry, said=said)
         try:
             new, cursor = read_log(found, start, indexed=done, max_class=max_class)
