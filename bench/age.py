@@ -94,7 +94,7 @@ MEMORYD_CRASHED = Figure("memoryd start after a SIGKILL until caught up", 3.0)
 MEMORYD_CRASH_LOOKED = Figure("  ... until its look at every log is done (background)")
 MEMORYD_AFTER_CRASH = Figure("memoryd start after that one's clean stop until caught up", 0.5)
 MEMORYD_BUILT = Figure("memoryd first start until the index is built", rate="index")
-RAW_BUILD = Figure("  raw SQLite bulk insert of the same rows", rate="index")
+RAW_BUILD = Figure("  raw SQLite bulk insert of the same rows and schema", rate="index")
 LOOPD_READY = Figure("loopd start until ready", 1.0)
 SESSIONS_LIST = Figure("bxctl sessions list", 0.3)
 MEMORY_HISTORY = Figure("bxctl memory history", 0.3)
@@ -403,7 +403,9 @@ def _starts(age: Age, runs: int, status: Status) -> None:
 def _raw_build(age: Age, status: Status) -> None:
     status("raw SQLite bulk insert")
     raw = age.scratch / "raw.sqlite3"
-    rows, seconds = raw_bulk_insert(age.home, raw)
+    config = proto.read_config(age.home / "config" / "memoryd.toml", proto.MemorydConfig)
+    # The schema memoryd builds (the context ranking's, by default): the same work in SQLite.
+    rows, seconds = raw_bulk_insert(age.home, raw, config.recall.ranking)
     for suffix in ("", "-wal", "-shm"):
         Path(f"{raw}{suffix}").unlink(missing_ok=True)
     age.measured.add(RAW_BUILD, seconds)

@@ -344,6 +344,30 @@ async def test_a_change_no_journal_line_records_is_journalled_at_start(memory: M
     assert reconcile(memory) == []  # once journalled, nothing more to say
 
 
+async def test_the_start_reads_only_the_newest_months_of_the_journal(
+    memory: MemoryDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Years of edits do not slow a start: the last month naming both files is enough."""
+    await apply(memory, {"action": "add", "file": "memory", "text": "a"})
+    await apply(memory, {"action": "add", "file": "user", "text": "u"})
+    [month] = memory.edits.glob("*.jsonl")
+    older = memory.edits / "2020-01.jsonl"
+    older.write_bytes(b"not a journal line\n")  # read, it would be a warning
+    read: list[str] = []
+    real_read = proto.EDIT_JOURNAL.read
+
+    def reading(path: Any) -> Any:
+        read.append(os.path.basename(path))
+        return real_read(path)
+
+    monkeypatch.setattr(proto.EDIT_JOURNAL, "read", reading)
+    assert reconcile(memory) == []
+    assert read == [month.name]
+    memory.path("user.md").write_text("u\n§\nv\n")
+    [found] = reconcile(memory)
+    assert (found.file, found.before) == ("user.md", ["u"])
+
+
 def _edit(n: int, size: int) -> HistoryEdit:
     line = AppliedEdit(
         time="2026-11-01T08:00:00Z",

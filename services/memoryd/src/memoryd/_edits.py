@@ -185,14 +185,14 @@ def reconcile(memory: MemoryDir) -> list[HandChange]:
     refusal. Blocking: call it at start.
     """
     found: list[HandChange] = []
-    history = read_history(memory, None)
+    recorded = _last_recorded(memory)
     for file in ("memory", "user"):
         name = entries.file_name(file)
         try:
             current = memory.read_entries(file)
         except MemoryUnavailable:
             continue
-        last = next((r.after for r in reversed(history) if r.file == name), [])
+        last = recorded.get(name, [])
         if list(current) == list(last):
             continue
         now = proto.utc_now()
@@ -214,6 +214,27 @@ def _truncate_quietly(path: os.PathLike[str], size: int) -> None:
         os.truncate(path, size)
     except OSError as exc:
         log.error("could not undo the archive append to %s: %s", path, exc)
+
+
+def _last_recorded(memory: MemoryDir) -> dict[str, list[str]]:
+    """What the journal last records of each file, by file name.
+
+    The month files are read newest first, and no further once memory.md and user.md are
+    both found: a start reads a month of edits, not a home's years (25 MB at three).
+    """
+    last: dict[str, list[str]] = {}
+    if not memory.edits.is_dir():
+        return last
+    names = {entries.file_name("memory"), entries.file_name("user")}
+    for path in sorted(memory.edits.glob("*.jsonl"), reverse=True):
+        read = proto.EDIT_JOURNAL.read(path)
+        if problems := read.problems():
+            log.warning("%s", problems)
+        for record in reversed(read.records):
+            last.setdefault(record.file, list(record.after))
+        if names <= last.keys():
+            break
+    return last
 
 
 def read_history(memory: MemoryDir, file: proto.MemoryFile | None) -> list[JournalLine]:
